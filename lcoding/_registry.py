@@ -1,0 +1,2 @@
+"""Import the modules that register solvers into the tables of
+``lcoding.solvers`` / ``lcoding.training`` (one line per module)."""

@@ -1,0 +1,125 @@
+# The row abstraction every linear-in-parameters solver runs on.
+#
+# A training row is the implicit feature vector
+#
+#     z_i = gamma(x_i) (x) [x_i; B]                      (design.md, LL-SVM eq. 3)
+#
+# where gamma(x_i) is a local coding with k non-zeros (anchor ids anchor_idx[i, :],
+# weights coding_weight[i, :]) and B is the bias value (-B; no bias coordinate when
+# B < 0).  The weight vector is W, a (n_anchors x stride) row-major matrix with
+# stride = n_features + (B >= 0), so that
+#
+#     <W, z_i>  = sum_j gamma_ij * (W[a_ij] . [x_i; B])
+#     ||z_i||^2 = ||gamma_i||^2 * (||x_i||^2 + B^2)
+#
+# A plain linear model is the coding gamma = [1] with one anchor: anchor_idx is
+# NULL and the loops reduce to LIBLINEAR's sparse_operator::dot / axpy / nrm2_sq.
+# z_i is never materialised.
+from libc.stdint cimport int64_t
+
+
+cdef struct CodedRows:
+    const double* data          # CSR values of x
+    const int* indices          # CSR column indices (0-based, sorted, < n_features)
+    const int64_t* indptr       # CSR row pointers
+    double bias                 # value of the virtual bias coordinate; < 0: none
+    Py_ssize_t n_features       # columns of x (the bias coordinate is column n_features)
+    Py_ssize_t stride           # length of one row of W
+    const int* anchor_idx       # (n_rows, k) row-major, or NULL for the linear coding
+    const double* coding_weight # (n_rows, k) row-major, or NULL
+    Py_ssize_t k                # non-zeros per coding row (1 for linear)
+
+
+cdef inline double x_dot(const CodedRows* rows, Py_ssize_t i, const double* w) noexcept nogil:
+    # [x_i; B] . w  for one row w of W
+    cdef int64_t p
+    cdef double s = 0.0
+    for p in range(rows.indptr[i], rows.indptr[i + 1]):
+        s += w[rows.indices[p]] * rows.data[p]
+    if rows.bias >= 0:
+        s += w[rows.n_features] * rows.bias
+    return s
+
+
+cdef inline void x_axpy(const CodedRows* rows, Py_ssize_t i, double a, double* w) noexcept nogil:
+    # w += a * [x_i; B]
+    cdef int64_t p
+    for p in range(rows.indptr[i], rows.indptr[i + 1]):
+        w[rows.indices[p]] += a * rows.data[p]
+    if rows.bias >= 0:
+        w[rows.n_features] += a * rows.bias
+
+
+cdef inline double x_sqnorm(const CodedRows* rows, Py_ssize_t i) noexcept nogil:
+    cdef int64_t p
+    cdef double s = 0.0
+    for p in range(rows.indptr[i], rows.indptr[i + 1]):
+        s += rows.data[p] * rows.data[p]
+    if rows.bias >= 0:
+        s += rows.bias * rows.bias
+    return s
+
+
+cdef inline double coded_dot(const CodedRows* rows, Py_ssize_t i, const double* W) noexcept nogil:
+    # <W, z_i>
+    cdef Py_ssize_t j, base
+    cdef double g, s = 0.0
+    if rows.anchor_idx == NULL:
+        return x_dot(rows, i, W)
+    base = i * rows.k
+    for j in range(rows.k):
+        g = rows.coding_weight[base + j]
+        if g != 0.0:
+            s += g * x_dot(rows, i, W + rows.anchor_idx[base + j] * rows.stride)
+    return s
+
+
+cdef inline void coded_axpy(const CodedRows* rows, Py_ssize_t i, double a, double* W) noexcept nogil:
+    # W += a * z_i
+    cdef Py_ssize_t j, base
+    cdef double g
+    if rows.anchor_idx == NULL:
+        x_axpy(rows, i, a, W)
+        return
+    base = i * rows.k
+    for j in range(rows.k):
+        g = rows.coding_weight[base + j]
+        if g != 0.0:
+            x_axpy(rows, i, a * g, W + rows.anchor_idx[base + j] * rows.stride)
+
+
+cdef inline double coded_sqnorm(const CodedRows* rows, Py_ssize_t i) noexcept nogil:
+    # ||z_i||^2 = ||gamma_i||^2 (||x_i||^2 + B^2)
+    cdef Py_ssize_t j, base
+    cdef double g2 = 0.0
+    if rows.anchor_idx == NULL:
+        return x_sqnorm(rows, i)
+    base = i * rows.k
+    for j in range(rows.k):
+        g2 += rows.coding_weight[base + j] * rows.coding_weight[base + j]
+    return g2 * x_sqnorm(rows, i)
+
+
+cdef inline CodedRows make_rows(const double[::1] X_data, const int[::1] X_indices,
+                                const int64_t[::1] X_indptr, Py_ssize_t n_features,
+                                double bias, const int[:, ::1] anchor_idx,
+                                const double[:, ::1] coding_weight) noexcept:
+    # Pack validated arrays into a CodedRows view.  An anchor_idx with no rows
+    # selects the linear coding gamma = [1].  The memoryviews must outlive the
+    # struct (the calling def function holds them).
+    cdef CodedRows rows
+    rows.data = &X_data[0] if X_data.shape[0] > 0 else NULL
+    rows.indices = &X_indices[0] if X_indices.shape[0] > 0 else NULL
+    rows.indptr = &X_indptr[0]
+    rows.bias = bias
+    rows.n_features = n_features
+    rows.stride = n_features + (1 if bias >= 0 else 0)
+    if anchor_idx.shape[0] == 0:
+        rows.anchor_idx = NULL
+        rows.coding_weight = NULL
+        rows.k = 1
+    else:
+        rows.anchor_idx = &anchor_idx[0, 0]
+        rows.coding_weight = &coding_weight[0, 0]
+        rows.k = anchor_idx.shape[1]
+    return rows

@@ -1,0 +1,377 @@
+"""The one option table of lcoding.
+
+Every option string (``train``, ``predict``, the CLI, ``parameter``) is parsed
+against :data:`TRAIN_OPTIONS` / :data:`PREDICT_OPTIONS`; the same tables render
+the CLI usage text and ``docs/options.md``.  LIBLINEAR's letters keep their exact
+meaning; lcoding's own letters collide with nothing in LIBLINEAR or LIBSVM.
+
+Parsing errors raise :class:`OptionError` (a ``ValueError``) naming the option.
+Parameter consistency (LIBLINEAR's ``check_parameter``) lives in
+:func:`check_parameter`, shared by every interface.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+__all__ = [
+    "SolverType", "OptionError", "TrainParams", "PredictParams", "TRAIN_OPTIONS",
+    "PREDICT_OPTIONS", "parse_train_options", "parse_predict_options",
+    "check_parameter", "default_eps", "train_usage", "predict_usage", "options_markdown",
+    "TRAINABLE_SOLVERS", "REGRESSION_SOLVERS", "PROBABILITY_SOLVERS",
+]
+
+
+class SolverType(IntEnum):
+    """Solver numbers; 0-21 are LIBLINEAR's and keep its names."""
+    L2R_LR = 0
+    L2R_L2LOSS_SVC_DUAL = 1
+    L2R_L2LOSS_SVC = 2
+    L2R_L1LOSS_SVC_DUAL = 3
+    MCSVM_CS = 4
+    L1R_L2LOSS_SVC = 5
+    L1R_LR = 6
+    L2R_LR_DUAL = 7
+    L2R_L2LOSS_SVR = 11
+    L2R_L2LOSS_SVR_DUAL = 12
+    L2R_L1LOSS_SVR_DUAL = 13
+    ONECLASS_SVM = 21
+
+
+SOLVER_DESCRIPTIONS = {
+    0: "L2-regularized logistic regression (primal)",
+    1: "L2-regularized L2-loss support vector classification (dual)",
+    2: "L2-regularized L2-loss support vector classification (primal)",
+    3: "L2-regularized L1-loss support vector classification (dual)",
+    4: "support vector classification by Crammer and Singer",
+    5: "L1-regularized L2-loss support vector classification",
+    6: "L1-regularized logistic regression",
+    7: "L2-regularized logistic regression (dual)",
+    11: "L2-regularized L2-loss support vector regression (primal)",
+    12: "L2-regularized L2-loss support vector regression (dual)",
+    13: "L2-regularized L1-loss support vector regression (dual)",
+    21: "one-class support vector machine (dual)",
+}
+
+REGRESSION_SOLVERS = frozenset({11, 12, 13})
+PROBABILITY_SOLVERS = frozenset({0, 6, 7})
+DUAL_SVC_SOLVERS = frozenset({1, 3})
+# Solvers whose training is implemented.  Issue-by-issue this set grows; a solver
+# outside it loads and predicts but ``train`` raises naming it.
+TRAINABLE_SOLVERS = set(DUAL_SVC_SOLVERS)
+
+
+class OptionError(ValueError):
+    """A bad option string: unknown letter, missing or malformed value."""
+
+
+class MissingOptionValue(OptionError, IndexError):
+    """An option that takes a value came last.  Also an ``IndexError``, which is
+    what LIBLINEAR's own parser raises here."""
+
+
+def default_eps(solver_type: int) -> float:
+    """LIBLINEAR's per-solver default stopping tolerance (``-e``)."""
+    if solver_type in (0, 2, 5, 6, 21):
+        return 0.01
+    if solver_type == 11:
+        return 0.0001
+    return 0.1
+
+
+@dataclass
+class TrainParams:
+    """Every training parameter; attribute names follow LIBLINEAR's ``parameter``."""
+    solver_type: int = 1
+    eps: float = math.inf          # inf = "not given": resolved by default_eps()
+    C: float = 1.0
+    p: float = 0.1
+    nu: float = 0.5
+    bias: float = -1.0
+    regularize_bias: int = 1
+    weight_label: list = field(default_factory=list)
+    weight: list = field(default_factory=list)
+    nr_fold: int = 0
+    flag_cross_validation: bool = False
+    flag_find_parameters: bool = False
+    flag_C_specified: bool = False
+    flag_p_specified: bool = False
+    flag_solver_specified: bool = False
+    quiet: bool = False
+    seed: int = 1
+    max_iter: int = 300            # LIBLINEAR's dual-solver outer-iteration cap
+    init_sol: object = None
+    w_recalc: bool = False
+
+    @property
+    def nr_weight(self) -> int:
+        return len(self.weight_label)
+
+    def resolved_eps(self) -> float:
+        return default_eps(self.solver_type) if math.isinf(self.eps) else self.eps
+
+
+@dataclass
+class PredictParams:
+    probability: int = 0
+    quiet: bool = False
+
+
+@dataclass(frozen=True)
+class Option:
+    """One row of the option table.
+
+    ``kind`` is ``int``, ``float`` or ``None`` (a flag without value).  ``apply``
+    stores the parsed value on the parameter object.
+    """
+    flag: str
+    attr: str
+    kind: object
+    default: str
+    help: str
+    origin: str = "LIBLINEAR"      # LIBLINEAR | LIBSVM | lcoding
+    metavar: str = ""
+
+
+def _solver_help() -> str:
+    return "set type of solver (default 1)"
+
+
+TRAIN_OPTIONS = (
+    Option("-s", "solver_type", int, "1", _solver_help(), metavar="type"),
+    Option("-c", "C", float, "1", "set the parameter C", metavar="cost"),
+    Option("-p", "p", float, "0.1", "set the epsilon in loss function of SVR", metavar="epsilon"),
+    Option("-n", "nu", float, "0.5", "set the parameter nu of one-class SVM", metavar="nu"),
+    Option("-e", "eps", float, "per solver",
+           "set tolerance of termination criterion (-s 0, 2: 0.01; -s 11: 0.0001; "
+           "-s 1, 3, 4, 7: 0.1; -s 5, 6: 0.01; -s 12, 13: 0.1; -s 21: 0.01)", metavar="epsilon"),
+    Option("-B", "bias", float, "-1",
+           "if bias >= 0, instance x becomes [x; bias]; if < 0, no bias term added", metavar="bias"),
+    Option("-R", "regularize_bias", None, "off",
+           "do not regularize the bias; must come with -B 1 (for -s 0, 2, 5, 6, 11)"),
+    Option("-wi", "weight", float, "1",
+           "weight: multiply the parameter C of class i by weight", metavar="weight"),
+    Option("-v", "nr_fold", int, "off", "n-fold cross validation mode", metavar="n"),
+    Option("-C", "flag_find_parameters", None, "off",
+           "find parameters (C for -s 0, 2 and C, p for -s 11)"),
+    Option("-q", "quiet", None, "off", "quiet mode (no outputs)"),
+    Option("-S", "seed", int, "1",
+           "random seed for sample order, cross-validation folds and anchors; the same "
+           "seed gives the same model bit for bit", origin="lcoding", metavar="seed"),
+)
+
+PREDICT_OPTIONS = (
+    Option("-b", "probability", int, "0",
+           "whether to output probability estimates, 0 or 1; for logistic regression only",
+           metavar="probability_estimates"),
+    Option("-q", "quiet", None, "off", "quiet mode (no outputs)"),
+)
+
+_TRAIN_BY_FLAG = {opt.flag: opt for opt in TRAIN_OPTIONS}
+_PREDICT_BY_FLAG = {opt.flag: opt for opt in PREDICT_OPTIONS}
+
+
+def _tokens(options) -> list:
+    if options is None:
+        return []
+    if isinstance(options, str):
+        return options.split()
+    if isinstance(options, (list, tuple)):
+        out = []
+        for tok in options:
+            if not isinstance(tok, str):
+                raise TypeError("arg 1 should be a list or a str.")
+            out.append(tok)
+        return out
+    raise TypeError("arg 1 should be a list or a str.")
+
+
+def _convert(opt_name: str, kind, text: str):
+    try:
+        if kind is int:
+            return int(text)
+        value = float(text)
+    except ValueError:
+        raise OptionError(
+            f"option {opt_name}: {text!r} is not a valid "
+            f"{'integer' if kind is int else 'number'}") from None
+    if math.isnan(value):
+        raise OptionError(f"option {opt_name}: value must not be NaN")
+    return value
+
+
+def _value(argv, i, flag):
+    if i + 1 >= len(argv):
+        raise MissingOptionValue(f"option {flag} needs a value")
+    return argv[i + 1]
+
+
+def parse_train_options(options, params: TrainParams | None = None) -> TrainParams:
+    """Parse a LIBLINEAR-style training option string (or token list).
+
+    Mirrors LIBLINEAR's ``parameter.parse_options``: defaults first, tokens left
+    to right, ``-C`` implies ``-s 2`` and 5 folds when unspecified, ``eps``
+    resolved per solver when ``-e`` is absent.
+    """
+    argv = _tokens(options)
+    p = TrainParams() if params is None else params
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("-w") and tok not in _TRAIN_BY_FLAG:
+            label_text = tok[2:]
+            try:
+                label = int(label_text)
+            except ValueError:
+                raise OptionError(
+                    f"option {tok}: class label {label_text!r} after -w is not an integer") from None
+            p.weight_label.append(label)
+            p.weight.append(_convert(tok, float, _value(argv, i, tok)))
+            i += 2
+            continue
+        opt = _TRAIN_BY_FLAG.get(tok)
+        if opt is None:
+            raise OptionError(f"Wrong options: unknown option {tok!r}")
+        if opt.kind is None:
+            if tok == "-R":
+                p.regularize_bias = 0
+            elif tok == "-C":
+                p.flag_find_parameters = True
+            elif tok == "-q":
+                p.quiet = True
+            i += 1
+            continue
+        value = _convert(tok, opt.kind, _value(argv, i, tok))
+        if tok == "-s":
+            try:
+                value = int(SolverType(value))
+            except ValueError:
+                raise OptionError(
+                    f"option -s: {value} is not a valid solver type "
+                    f"(valid: {', '.join(str(int(s)) for s in SolverType)})") from None
+            p.flag_solver_specified = True
+        elif tok == "-c":
+            p.flag_C_specified = True
+        elif tok == "-p":
+            p.flag_p_specified = True
+        elif tok == "-v":
+            p.flag_cross_validation = True
+            if value < 2:
+                raise OptionError("n-fold cross validation: n must >= 2 (option -v)")
+        setattr(p, opt.attr, value)
+        i += 2
+    if p.flag_find_parameters:
+        if not p.flag_cross_validation:
+            p.nr_fold = 5
+        if not p.flag_solver_specified:
+            p.solver_type = int(SolverType.L2R_L2LOSS_SVC)
+            p.flag_solver_specified = True
+        elif p.solver_type not in (0, 2, 11):
+            raise OptionError(
+                "Warm-start parameter search only available for -s 0, -s 2 and -s 11 (option -C)")
+    if math.isinf(p.eps):
+        p.eps = default_eps(p.solver_type)
+    return p
+
+
+def parse_predict_options(options) -> PredictParams:
+    argv = _tokens(options)
+    p = PredictParams()
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        opt = _PREDICT_BY_FLAG.get(tok)
+        if opt is None:
+            raise OptionError(f"Wrong options: unknown predict option {tok!r}")
+        if opt.kind is None:
+            p.quiet = True
+            i += 1
+            continue
+        value = _convert(tok, int, _value(argv, i, tok))
+        if value not in (0, 1):
+            raise OptionError(f"option -b: probability estimates must be 0 or 1, got {value}")
+        p.probability = value
+        i += 2
+    return p
+
+
+def check_parameter(params: TrainParams, bias: float | None = None) -> None:
+    """LIBLINEAR's ``check_parameter`` as exceptions (message names the option)."""
+    bias = params.bias if bias is None else bias
+    if not params.eps > 0:
+        raise ValueError("Error: eps <= 0 (option -e)")
+    if not params.C > 0:
+        raise ValueError("Error: C <= 0 (option -c)")
+    if math.isinf(params.C):
+        raise ValueError("Error: C must be finite (option -c)")
+    if params.p < 0 and params.solver_type == SolverType.L2R_L2LOSS_SVR:
+        raise ValueError("Error: p < 0 (option -p)")
+    if params.solver_type == SolverType.ONECLASS_SVM:
+        if bias >= 0:
+            raise ValueError("Error: prob->bias >=0, but this is ignored in ONECLASS_SVM (option -B)")
+        if not 0 < params.nu <= 1:
+            raise ValueError("Error: nu must be in (0, 1] (option -n)")
+    if params.regularize_bias == 0:
+        if bias != 1.0:
+            raise ValueError("Error: To not regularize bias, must specify -B 1 along with -R")
+        if params.solver_type not in (0, 2, 5, 6, 11):
+            raise ValueError(
+                "Error: -R option supported only for solver L2R_LR, L2R_L2LOSS_SVC, "
+                "L1R_L2LOSS_SVC, L1R_LR, and L2R_L2LOSS_SVR")
+    for label, weight in zip(params.weight_label, params.weight):
+        if not (weight >= 0 and math.isfinite(weight)):
+            raise ValueError(f"Error: weight of class {label} must be finite and >= 0 (option -w{label})")
+
+
+def _usage(prog_line: str, options, extra: str = "") -> str:
+    lines = [prog_line, "options:"]
+    for opt in options:
+        head = f"{opt.flag} {opt.metavar}".rstrip()
+        lines.append(f"{head} : {opt.help} (default {opt.default})"
+                     + ("" if opt.origin == "LIBLINEAR" else f" [{opt.origin}]"))
+        if opt.flag == "-s":
+            lines.append("  for multi-class classification")
+            for k in (0, 1, 2, 3, 4, 5, 6, 7):
+                lines.append(f"\t{k:2d} -- {SOLVER_DESCRIPTIONS[k]}")
+            lines.append("  for regression")
+            for k in (11, 12, 13):
+                lines.append(f"\t{k:2d} -- {SOLVER_DESCRIPTIONS[k]}")
+            lines.append("  for outlier detection")
+            lines.append(f"\t21 -- {SOLVER_DESCRIPTIONS[21]}")
+    return "\n".join(lines) + ("\n" + extra if extra else "") + "\n"
+
+
+def train_usage() -> str:
+    return _usage("Usage: lcoding-train [options] training_set_file [model_file]", TRAIN_OPTIONS)
+
+
+def predict_usage() -> str:
+    return _usage("Usage: lcoding-predict [options] test_file model_file output_file", PREDICT_OPTIONS)
+
+
+def options_markdown() -> str:
+    """``docs/options.md``, generated from the tables above."""
+    out = ["# Options", "",
+           "Generated from `lcoding/options.py` by `python -m lcoding.options > docs/options.md`;",
+           "do not edit by hand.", "",
+           "## Training (`train`, `lcoding-train`, `parameter`)", "",
+           "| option | meaning | default | origin |", "| --- | --- | --- | --- |"]
+    for opt in TRAIN_OPTIONS:
+        flag = f"`{opt.flag} {opt.metavar}`".replace(" `", "`") if opt.metavar else f"`{opt.flag}`"
+        out.append(f"| {flag} | {opt.help} | {opt.default} | {opt.origin} |")
+    out += ["", "### Solvers (`-s`)", "", "| -s | solver | default -e | trains in lcoding |",
+            "| --- | --- | --- | --- |"]
+    for st in SolverType:
+        out.append(f"| {int(st)} | {st.name}: {SOLVER_DESCRIPTIONS[int(st)]} | {default_eps(int(st)):g} | "
+                   f"{'yes' if int(st) in TRAINABLE_SOLVERS else 'loads and predicts only'} |")
+    out += ["", "## Prediction (`predict`, `lcoding-predict`)", "",
+            "| option | meaning | default |", "| --- | --- | --- |"]
+    for opt in PREDICT_OPTIONS:
+        flag = f"`{opt.flag} {opt.metavar}`" if opt.metavar else f"`{opt.flag}`"
+        out.append(f"| {flag} | {opt.help} | {opt.default} |")
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(options_markdown(), end="")

@@ -1,0 +1,170 @@
+"""Solver drivers: Python owns iteration counts, stopping rules and messages;
+the typed kernels (``_dual_cd`` and friends) do the per-sample work.
+
+A *binary solver* trains one weight vector for targets ``y_pm`` in {+1, -1}:
+
+    solver(problem: BinaryProblem, params: TrainParams, out: Messages) -> SolveResult
+
+and is registered in :data:`BINARY_SOLVERS` under its ``-s`` number.  The same
+driver serves linear models (``coding=None``) and locally linear models (a coding
+with ``anchor_idx``/``coding_weight`` of shape ``(n, k)`` and ``n_anchors`` rows
+of ``W``), because the kernels run on the coded-row abstraction of ``_rows.pxd``.
+"""
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lcoding import _dual_cd
+from lcoding._validation import Rows
+from lcoding.options import SolverType, TrainParams
+
+EMPTY_IDX = np.zeros((0, 1), dtype=np.int32)
+EMPTY_WEIGHT = np.zeros((0, 1), dtype=np.float64)
+
+
+class Messages:
+    """LIBLINEAR's ``info()``: progress text on stdout unless quiet."""
+
+    def __init__(self, quiet: bool = False, stream=None):
+        self.quiet = quiet
+        self.stream = stream
+
+    def __call__(self, text: str) -> None:
+        if not self.quiet:
+            stream = self.stream if self.stream is not None else sys.stdout
+            stream.write(text)
+            stream.flush()
+
+
+@dataclass
+class Coding:
+    """A fixed-width local coding of the rows: ``gamma(x_i)`` has ``k`` non-zeros
+    at ``anchor_idx[i]`` with values ``coding_weight[i]``."""
+    anchor_idx: np.ndarray      # int32 (n, k)
+    coding_weight: np.ndarray   # float64 (n, k)
+    n_anchors: int
+
+
+@dataclass
+class BinaryProblem:
+    rows: Rows
+    y: np.ndarray               # int8 +1/-1 (regression: float64 targets)
+    Cp: float                   # C of the +1 rows
+    Cn: float                   # C of the -1 rows
+    bias: float                 # -B value (< 0: none)
+    rng_state: np.ndarray       # uint64[1], consumed by the solver
+    coding: Coding | None = None
+    sample_C: np.ndarray | None = None   # per-row C (overrides Cp/Cn when given)
+
+    @property
+    def stride(self) -> int:
+        return self.rows.n_features + (1 if self.bias >= 0 else 0)
+
+    @property
+    def n_anchors(self) -> int:
+        return 1 if self.coding is None else self.coding.n_anchors
+
+    def coding_arrays(self):
+        if self.coding is None:
+            return EMPTY_IDX, EMPTY_WEIGHT
+        return self.coding.anchor_idx, self.coding.coding_weight
+
+    def per_row_C(self) -> np.ndarray:
+        if self.sample_C is not None:
+            return self.sample_C
+        return np.where(self.y > 0, self.Cp, self.Cn).astype(np.float64)
+
+
+@dataclass
+class SolveResult:
+    w: np.ndarray               # (n_anchors * stride,)
+    n_iter: int
+    objective: float = float("nan")
+    alpha: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+
+def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
+                       loss: str, max_iter: int | None = None) -> SolveResult:
+    """Dual coordinate descent for L2-regularised L1-loss (``loss="l1"``, -s 3)
+    or L2-loss (``loss="l2"``, -s 1) SVC, with LIBLINEAR's shrinking and stopping.
+
+    Stops when the projected-gradient spread is within ``eps`` on the full set
+    (after unshrinking), or after ``max_iter`` outer iterations.
+    """
+    rows = prob.rows
+    n = rows.n_rows
+    y = np.ascontiguousarray(prob.y, dtype=np.int8)
+    C = prob.per_row_C()
+    if loss == "l2":
+        diag = 0.5 / C
+        upper = np.full(n, np.inf)
+    elif loss == "l1":
+        diag = np.zeros(n)
+        upper = C.copy()
+    else:
+        raise ValueError(f"unknown loss {loss!r}")
+    anchor_idx, coding_weight = prob.coding_arrays()
+    QD = np.empty(n)
+    _dual_cd.coded_row_sqnorms(rows.data, rows.indices, rows.indptr, rows.n_features,
+                               prob.bias, anchor_idx, coding_weight, QD)
+    QD += diag
+    alpha = np.zeros(n)
+    W = np.zeros(prob.n_anchors * prob.stride)
+    index = np.arange(n, dtype=np.int32)
+    eps = params.resolved_eps()
+    max_iter = params.max_iter if max_iter is None else max_iter
+    active_size = n
+    PGmax_old, PGmin_old = np.inf, -np.inf
+    it = 0
+    while it < max_iter:
+        active_size, PGmax_new, PGmin_new = _dual_cd.dual_cd_pass(
+            rows.data, rows.indices, rows.indptr, rows.n_features, prob.bias,
+            anchor_idx, coding_weight, y, QD, diag, upper, alpha, W, index,
+            active_size, PGmax_old, PGmin_old, prob.rng_state)
+        it += 1
+        if it % 10 == 0:
+            info(".")
+        if PGmax_new - PGmin_new <= eps and abs(PGmax_new) <= eps and abs(PGmin_new) <= eps:
+            if active_size == n:
+                break
+            active_size = n
+            info("*")
+            PGmax_old, PGmin_old = np.inf, -np.inf
+            continue
+        PGmax_old = PGmax_new if PGmax_new > 0 else np.inf
+        PGmin_old = PGmin_new if PGmin_new < 0 else -np.inf
+    info(f"\noptimization finished, #iter = {it}\n")
+    objective = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
+    info(f"Objective value = {objective:f}\n")
+    info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
+    return SolveResult(W, it, objective, alpha)
+
+
+def _train_l2loss_svc_dual(prob, params, info):
+    res = solve_l2r_l1l2_svc(prob, params, info, "l2")
+    if res.n_iter >= params.max_iter:
+        fallback = BINARY_SOLVERS.get(int(SolverType.L2R_L2LOSS_SVC))
+        if fallback is not None and prob.coding is None:
+            info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
+            return fallback(prob, params, info, tol_scale=0.1)
+        info("\nWARNING: reaching max number of iterations\n\n")
+    return res
+
+
+def _train_l1loss_svc_dual(prob, params, info):
+    res = solve_l2r_l1l2_svc(prob, params, info, "l1")
+    if res.n_iter >= params.max_iter:
+        info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster (also see FAQ)\n\n")
+    return res
+
+
+# -s number -> binary solver.  Multi-class-native solvers (-s 4) and one-class /
+# regression solvers register in training.py's tables.
+BINARY_SOLVERS = {
+    int(SolverType.L2R_L2LOSS_SVC_DUAL): _train_l2loss_svc_dual,
+    int(SolverType.L2R_L1LOSS_SVC_DUAL): _train_l1loss_svc_dual,
+}

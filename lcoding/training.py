@@ -1,0 +1,159 @@
+"""Training driver: LIBLINEAR's ``train`` / ``cross_validation`` semantics on
+validated :class:`~lcoding._validation.Rows`.
+
+Label handling follows LIBLINEAR exactly: labels are truncated to int, ordered by
+first appearance, and a two-class problem whose labels are {-1, +1} with -1 first
+is swapped so that +1 is ``label[0]``.  Binary problems train one vector (positive
+= ``label[0]``, C scaled by the class weights of both classes); more classes train
+one-vs-rest (positive side ``weight_i * C``, rest ``C``).
+"""
+from __future__ import annotations
+
+import sys
+import warnings
+
+import numpy as np
+
+from lcoding._validation import Rows
+from lcoding.model import LinearModel
+from lcoding.options import (REGRESSION_SOLVERS, SolverType, TRAINABLE_SOLVERS, TrainParams,
+                             check_parameter)
+from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Messages
+
+# Solvers that are not "one binary problem per class" register here:
+#   MULTICLASS_SOLVERS[s](rows, class_index, nr_class, weighted_C, params, info, rng) -> w (w_size, nr_class)
+#   REGRESSION_SOLVERS_TABLE[s](prob: BinaryProblem with float y, params, info) -> SolveResult
+#   ONECLASS_SOLVERS[s](rows, params, info, rng_state) -> (w, rho)
+MULTICLASS_SOLVERS: dict = {}
+REGRESSION_SOLVERS_TABLE: dict = {}
+ONECLASS_SOLVERS: dict = {}
+
+_PURPOSE_SOLVER = 1
+_PURPOSE_CV = 2
+
+
+def rng_state(seed: int, *purpose: int) -> np.ndarray:
+    """A kernel RNG state (uint64[1]) derived from the user seed and a purpose path,
+    so every class, fold and stage draws an independent, reproducible stream."""
+    ss = np.random.SeedSequence([int(seed) & 0xFFFFFFFFFFFFFFFF, *purpose])
+    return ss.generate_state(1, dtype=np.uint64)
+
+
+def group_classes(y: np.ndarray):
+    """LIBLINEAR's ``group_classes``: (labels in model order, class index per row)."""
+    yi = np.trunc(y)
+    if yi.size and (np.abs(yi) > 2147483647).any():
+        bad = int(np.flatnonzero(np.abs(yi) > 2147483647)[0])
+        raise ValueError(f"y: label {bad} ({y[bad]!r}) is outside the 32-bit integer range")
+    yi = yi.astype(np.int64)
+    uniq, first, inverse = np.unique(yi, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")          # order of first appearance
+    labels = uniq[order]
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    class_index = rank[inverse]
+    if labels.size == 2 and labels[0] == -1 and labels[1] == 1:
+        labels = labels[::-1].copy()
+        class_index = 1 - class_index
+    return labels.astype(np.int32), class_index.astype(np.int64)
+
+
+def _weighted_C(labels, params: TrainParams):
+    weighted = np.full(labels.size, float(params.C))
+    for wl, wv in zip(params.weight_label, params.weight):
+        hit = np.flatnonzero(labels == wl)
+        if hit.size == 0:
+            sys.stderr.write(f"WARNING: class label {wl} specified in weight is not found\n")
+        else:
+            weighted[hit[0]] *= wv
+    return weighted
+
+
+def require_trainable(solver_type: int) -> None:
+    if solver_type not in TRAINABLE_SOLVERS:
+        name = SolverType(solver_type).name
+        raise NotImplementedError(
+            f"-s {solver_type} ({name}): training this solver is not available in this "
+            f"version of lcoding; models of this type load and predict")
+
+
+def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
+                seed_path: tuple = ()) -> LinearModel:
+    """Train a LIBLINEAR model on validated data (``rows`` without bias column)."""
+    check_parameter(params)
+    solver_type = int(params.solver_type)
+    require_trainable(solver_type)
+    info = info if info is not None else Messages(params.quiet)
+    bias = float(params.bias)
+    nr_feature = rows.n_features
+    w_size = nr_feature + (1 if bias >= 0 else 0)
+    seed = params.seed
+
+    if solver_type in REGRESSION_SOLVERS:
+        prob = BinaryProblem(rows, y.astype(np.float64), params.C, params.C, bias,
+                             rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0))
+        res = REGRESSION_SOLVERS_TABLE[solver_type](prob, params, info)
+        return LinearModel(solver_type, 2, None, nr_feature, bias, res.w.reshape(w_size, 1), param=params)
+    if solver_type == SolverType.ONECLASS_SVM:
+        w, rho = ONECLASS_SOLVERS[solver_type](rows, params, info,
+                                               rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0))
+        return LinearModel(solver_type, 2, None, nr_feature, bias, np.asarray(w).reshape(w_size, 1),
+                           rho=rho, param=params)
+
+    labels, class_index = group_classes(y)
+    nr_class = labels.size
+    weighted_C = _weighted_C(labels, params)
+    if solver_type in MULTICLASS_SOLVERS:
+        w = MULTICLASS_SOLVERS[solver_type](rows, class_index, nr_class, weighted_C, params, info,
+                                            rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0))
+        return LinearModel(solver_type, nr_class, labels, nr_feature, bias,
+                           np.asarray(w).reshape(w_size, nr_class), param=params)
+    solver = BINARY_SOLVERS[solver_type]
+    if nr_class == 2:
+        y_pm = np.where(class_index == 0, 1, -1).astype(np.int8)
+        prob = BinaryProblem(rows, y_pm, weighted_C[0], weighted_C[1], bias,
+                             rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0))
+        w = solver(prob, params, info).w.reshape(w_size, 1)
+    elif nr_class < 2:
+        # LIBLINEAR trains a degenerate one-vs-rest with all rows positive (or none)
+        w = np.zeros((w_size, max(nr_class, 0)))
+        if nr_class == 1:
+            prob = BinaryProblem(rows, np.ones(rows.n_rows, dtype=np.int8), weighted_C[0], params.C,
+                                 bias, rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0))
+            w[:, 0] = solver(prob, params, info).w
+    else:
+        w = np.empty((w_size, nr_class))
+        for c in range(nr_class):
+            y_pm = np.where(class_index == c, 1, -1).astype(np.int8)
+            prob = BinaryProblem(rows, y_pm, weighted_C[c], params.C, bias,
+                                 rng_state(seed, _PURPOSE_SOLVER, *seed_path, c))
+            w[:, c] = solver(prob, params, info).w
+    return LinearModel(solver_type, nr_class, labels, nr_feature, bias, w, param=params)
+
+
+def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: int,
+                     info: Messages | None = None) -> np.ndarray:
+    """LIBLINEAR's ``cross_validation``: a seeded random permutation cut into
+    ``nr_fold`` contiguous folds; returns the prediction for every row."""
+    n = rows.n_rows
+    if n == 0:
+        raise ValueError("cross validation needs at least one training instance")
+    if nr_fold > n:
+        nr_fold = n
+        sys.stderr.write("WARNING: # folds > # data. Will use # folds = # data instead "
+                         "(i.e., leave-one-out cross validation)\n")
+    rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, _PURPOSE_CV)[0]))
+    perm = rng.permutation(n)
+    fold_start = [i * n // nr_fold for i in range(nr_fold + 1)]
+    target = np.empty(n)
+    for f in range(nr_fold):
+        test = perm[fold_start[f]:fold_start[f + 1]]
+        train = np.concatenate([perm[:fold_start[f]], perm[fold_start[f + 1]:]])
+        sub = rows.take(train)
+        model = train_model(y[train], sub, params, info, seed_path=(f + 1,))
+        test_rows = rows.take(test).truncated(model.nr_feature)
+        target[test] = model.labels_from_values(model.decision_values(test_rows))
+    return target
+
+
+from lcoding import _registry  # noqa: E402,F401  (registers the solvers of later modules)
