@@ -30,6 +30,10 @@ KERNELS = sorted(
     os.path.splitext(os.path.relpath(path))[0].replace(os.sep, ".")
     for path in glob.glob(os.path.join("lcoding", "_*.pyx"))
 )
+# Development aid: LCODING_ONLY=_reader,_dual_cd builds just those kernels in place.
+if os.environ.get("LCODING_ONLY"):
+    _only = {"lcoding." + name.strip() for name in os.environ["LCODING_ONLY"].split(",")}
+    KERNELS = [name for name in KERNELS if name in _only]
 
 
 def kernel_extension(name):
