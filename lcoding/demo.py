@@ -1,0 +1,72 @@
+"""``python -m lcoding.demo``: train and evaluate on real data, print the results.
+
+Uses the shared benchmark sets when they are reachable (``$LCODING_DATA`` or
+``../shared/data``), else the banana set shipped inside the package.  Every run is
+a LIBLINEAR-style script: read, train with an option string, predict, save, load.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from lcoding import datasets
+from lcoding.liblinearutil import load_model, predict, save_model, svm_read_problem, train
+
+# (data set, option string, what it is)
+RUNS = [
+    ("banana", "-s 1 -B 1", "linear SVM, L2 loss (dual CD)"),
+    ("ijcnn1", "-s 1 -B 1", "linear SVM, L2 loss (dual CD)"),
+    ("ijcnn1", "-s 3 -B 1", "linear SVM, L1 loss (dual CD)"),
+    ("w8a", "-s 1 -B 1", "linear SVM, L2 loss (dual CD)"),
+    ("letter", "-s 1 -B 1", "linear SVM, one-vs-rest, 26 classes"),
+]
+
+
+def _available(name):
+    try:
+        datasets.dataset_path(name, "train")
+        datasets.dataset_path(name, "test")
+        return True
+    except FileNotFoundError:
+        return False
+
+
+def run(runs=RUNS, out=print):
+    out(f"{'data':8s} {'options':28s} {'read s':>7s} {'train s':>8s} {'predict s':>9s} "
+        f"{'test acc %':>10s}  model")
+    results = []
+    for name, options, what in runs:
+        if not _available(name):
+            out(f"{name:8s} (not found: set LCODING_DATA to the shared data folder)")
+            continue
+        t0 = time.perf_counter()
+        y, x = svm_read_problem(str(datasets.dataset_path(name, "train")), return_scipy=True)
+        ty, tx = svm_read_problem(str(datasets.dataset_path(name, "test")), return_scipy=True)
+        t1 = time.perf_counter()
+        m = train(y, x, options + " -q")
+        t2 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, f"{name}.model")
+            save_model(path, m)
+            m = load_model(path)
+        t3 = time.perf_counter()
+        _, (acc, _, _), _ = predict(ty, tx, m, "-q")
+        t4 = time.perf_counter()
+        out(f"{name:8s} {options:28s} {t1 - t0:7.2f} {t2 - t1:8.2f} {t4 - t3:9.3f} {acc:10.2f}  {what}")
+        results.append({"data": name, "options": options, "accuracy": acc,
+                        "train_seconds": t2 - t1, "predict_seconds": t4 - t3})
+    return results
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.parse_args(argv)
+    where = datasets.data_dir()
+    print(f"lcoding demo -- data from {where if where else 'the packaged banana set'}")
+    run()
+
+
+if __name__ == "__main__":
+    main()

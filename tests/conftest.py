@@ -1,0 +1,58 @@
+"""Shared fixtures: the shared data sets (cached per session) and helpers to run
+liblinear-official, the reference implementation, side by side with lcoding."""
+from __future__ import annotations
+
+import ctypes
+import re
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lcoding import datasets
+
+
+def _require_data(name):
+    try:
+        datasets.dataset_path(name, "train")
+        datasets.dataset_path(name, "test")
+    except FileNotFoundError as err:  # pragma: no cover - CI always has the data
+        pytest.skip(str(err))
+
+
+_CACHE: dict = {}
+
+
+@pytest.fixture(scope="session")
+def shared_data():
+    """``shared_data(name) -> (y, X csr, ty, tX csr)`` with the MANIFEST's n_features."""
+    def load(name):
+        if name not in _CACHE:
+            _require_data(name)
+            y, rows = datasets.load(name, "train")
+            ty, trows = datasets.load(name, "test")
+            n = max(rows.n_features, trows.n_features)
+            X = sp.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(rows.n_rows, n))
+            tX = sp.csr_matrix((trows.data, trows.indices, trows.indptr), shape=(trows.n_rows, n))
+            _CACHE[name] = (y, X, ty, tX)
+        return _CACHE[name]
+    return load
+
+
+_libc = ctypes.CDLL(None)
+
+
+def flush_c_stdout():
+    """Flush C stdio so that output printed by liblinear-official's C code reaches
+    pytest's fd capture."""
+    _libc.fflush(None)
+
+
+def objectives_from_output(text: str) -> list[float]:
+    """The 'Objective value = ...' lines printed by LIBLINEAR's dual solvers."""
+    return [float(v) for v in re.findall(r"Objective value = (\S+)", text)]
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
