@@ -150,7 +150,8 @@ def _train_l2loss_svc_dual(prob, params, info):
         fallback = BINARY_SOLVERS.get(int(SolverType.L2R_L2LOSS_SVC))
         if fallback is not None and prob.coding is None:
             info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
-            return fallback(prob, params, info, tol_scale=0.1)
+            # LIBLINEAR continues Newton from the dual solution's w
+            return fallback(prob, params, info, tol_scale=0.1, init_w=res.w)
         info("\nWARNING: reaching max number of iterations\n\n")
     return res
 

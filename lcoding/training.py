@@ -81,6 +81,10 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
                 seed_path: tuple = ()) -> LinearModel:
     """Train a LIBLINEAR model on validated data (``rows`` without bias column)."""
     check_parameter(params)
+    if rows.n_rows == 0:
+        raise ValueError("empty training problem: no instances to train on")
+    if y.shape[0] != rows.n_rows:
+        raise ValueError(f"len(y) = {y.shape[0]} differs from the {rows.n_rows} instances in x")
     solver_type = int(params.solver_type)
     require_trainable(solver_type)
     info = info if info is not None else Messages(params.quiet)

@@ -1,0 +1,98 @@
+"""lcoding-train / lcoding-predict against LIBLINEAR's train / predict programs:
+arguments, output files, exit codes, messages."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lcoding.cli import predict_main, train_main
+from lcoding.liblinearutil import load_model, predict, svm_read_problem, train
+
+TRAIN = """1 1:0.5 3:1
+-1 2:1.5
+1 1:1 2:0.2 3:0.7
+-1 2:2 3:-0.5
+1 1:0.9 3:0.1
+-1 1:-0.3 2:1
+"""
+
+
+@pytest.fixture
+def files(tmp_path):
+    train_file = tmp_path / "toy.train"
+    train_file.write_text(TRAIN)
+    return tmp_path, str(train_file)
+
+
+def test_train_writes_default_model_name_and_predict_writes_labels(files, monkeypatch, capsys):
+    folder, train_file = files
+    monkeypatch.chdir(folder)
+    assert train_main(["-s", "3", "-B", "1", "-q", train_file]) == 0
+    model = load_model(str(folder / "toy.train.model"))    # LIBLINEAR: basename + ".model"
+    out = str(folder / "out.txt")
+    assert predict_main([train_file, "toy.train.model", out]) == 0
+    printed = capsys.readouterr().out
+    assert printed.startswith("Accuracy = ") and "(6/6)" in printed or "%" in printed
+    y, x = svm_read_problem(train_file)
+    expected = predict(y, x, model, "-q")[0]
+    assert [float(v) for v in open(out).read().split()] == expected
+
+
+def test_model_name_argument_and_same_model_as_api(files):
+    folder, train_file = files
+    path = str(folder / "named.model")
+    assert train_main(["-c", "4", "-q", train_file, path]) == 0
+    y, x = svm_read_problem(train_file)
+    np.testing.assert_array_equal(load_model(path).get_weights(), train(y, x, "-c 4 -q").get_weights())
+
+
+def test_cross_validation_prints_accuracy(files, capsys):
+    _, train_file = files
+    assert train_main(["-v", "3", "-q", train_file]) == 0
+    assert "Cross Validation Accuracy = " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv,code,where,text", [
+    ([], 1, "out", "Usage: lcoding-train"),
+    (["-z", "1", "FILE"], 1, "err", "unknown option '-z'"),
+    (["-c", "0", "FILE"], 1, "err", "ERROR: C <= 0"),
+    (["FILE_MISSING"], 1, "err", "can't open input file"),
+])
+def test_train_errors_and_exit_codes(files, capsys, argv, code, where, text):
+    _, train_file = files
+    argv = [train_file if a == "FILE" else a for a in argv]
+    assert train_main(argv) == code
+    cap = capsys.readouterr()
+    assert text in (cap.out if where == "out" else cap.err)
+
+
+def test_train_bad_file_names_the_line(tmp_path, capsys):
+    bad = tmp_path / "bad.train"
+    bad.write_text("1 1:0.5\n-1 2:abc\n")
+    assert train_main([str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "bad.train" in err and ":2:" in err
+
+
+def test_predict_errors(files, capsys):
+    folder, train_file = files
+    model = str(folder / "m.model")
+    assert train_main(["-q", train_file, model]) == 0
+    assert predict_main([train_file, model]) == 1
+    assert "Usage: lcoding-predict" in capsys.readouterr().out
+    assert predict_main(["-b", "1", train_file, model, str(folder / "o")]) == 1
+    assert "only supported for logistic regression" in capsys.readouterr().err
+    assert predict_main([train_file, str(folder / "missing.model"), str(folder / "o")]) == 1
+    assert "can't open model file" in capsys.readouterr().err
+    assert predict_main([str(folder / "missing"), model, str(folder / "o")]) == 1
+    assert "can't open input file" in capsys.readouterr().err
+
+
+def test_console_scripts_installed():
+    import shutil
+    import subprocess
+    exe = shutil.which("lcoding-train")
+    if exe is None:
+        pytest.skip("package not installed with its console scripts (in-place build)")
+    proc = subprocess.run([exe], capture_output=True, text=True)
+    assert proc.returncode == 1 and "Usage: lcoding-train" in proc.stdout
