@@ -244,6 +244,8 @@ def model_from_text(text: str, name: str = "<model>") -> Model:
             raise cur.error(f"lcoding_format {extra['lcoding_format']} is newer than this lcoding "
                             f"understands (1)")
         coding = extra.get("coding")
+        if not MODEL_TYPES:
+            from lcoding import local_model  # noqa: F401  (registers the local model types)
         model_type = MODEL_TYPES.get(coding)
         if model_type is None:
             raise cur.error(f"unknown coding {coding!r} in an lcoding model file")

@@ -37,6 +37,7 @@ class SolverType(IntEnum):
     L2R_L2LOSS_SVR_DUAL = 12
     L2R_L1LOSS_SVR_DUAL = 13
     ONECLASS_SVM = 21
+    L2R_L1LOSS_SVC_SGD = 30
 
 
 SOLVER_DESCRIPTIONS = {
@@ -52,6 +53,8 @@ SOLVER_DESCRIPTIONS = {
     12: "L2-regularized L2-loss support vector regression (dual)",
     13: "L2-regularized L1-loss support vector regression (dual)",
     21: "one-class support vector machine (dual)",
+    30: "L2-regularized L1-loss (hinge) support vector classification by SGD "
+        "(SVMSGD2; the LL-SVM paper's Algorithm 1)",
 }
 
 REGRESSION_SOLVERS = frozenset({11, 12, 13})
@@ -59,7 +62,7 @@ PROBABILITY_SOLVERS = frozenset({0, 6, 7})
 DUAL_SVC_SOLVERS = frozenset({1, 3})
 # Solvers whose training is implemented.  Issue-by-issue this set grows; a solver
 # outside it loads and predicts but ``train`` raises naming it.
-TRAINABLE_SOLVERS = set(DUAL_SVC_SOLVERS)
+TRAINABLE_SOLVERS = set(DUAL_SVC_SOLVERS) | {30}
 
 
 class OptionError(ValueError):
@@ -103,6 +106,21 @@ class TrainParams:
     max_iter: int = 300            # LIBLINEAR's dual-solver outer-iteration cap
     init_sol: object = None
     w_recalc: bool = False
+    # lcoding's local coding (design.md core options)
+    coding: int = 0                # -L
+    n_anchors: int = 100           # -A
+    n_neighbors: int = 8           # -k
+    coding_param: float = 1.0      # -u
+    anchor_init: int = 0           # -a
+    n_threads: int = 1             # -m
+    # LL-SVM extras (issue 4)
+    epochs: int = 10               # -E  SGD passes (-s 30)
+    t0: float = 100.0              # -T  SGD schedule offset
+    skip: int = 16                 # -P  SGD regularisation period
+    kmeans_iter: int = 20          # -I  k-means iterations (mini-batch steps with -M)
+    kmeans_batch: int = 0          # -M  mini-batch size for k-means (0: full Lloyd)
+    kernel_map: int = 0            # -K  additive kernel map before the local model
+    kernel_map_order: int = 1      # -O  terms of the homogeneous kernel map
 
     @property
     def nr_weight(self) -> int:
@@ -159,6 +177,41 @@ TRAIN_OPTIONS = (
     Option("-S", "seed", int, "1",
            "random seed for sample order, cross-validation folds and anchors; the same "
            "seed gives the same model bit for bit", origin="lcoding", metavar="seed"),
+    Option("-L", "coding", int, "0",
+           "local coding: 0 none (plain linear model), 1 kNN inverse distance (LL-SVM), "
+           "2 kNN Gaussian soft assignment (LLC-SAPL), 3 k* optimal (LLC-JO), 4 G-OCC planes, "
+           "5 C-OCC planes, 6 LLC reconstruction", origin="lcoding", metavar="coding"),
+    Option("-A", "n_anchors", int, "100", "number of anchor points (planes for -L 4, 5)",
+           origin="lcoding", metavar="n"),
+    Option("-k", "n_neighbors", int, "8", "nearest anchors used by codings 1, 2, 6",
+           origin="lcoding", metavar="n"),
+    Option("-u", "coding_param", float, "1",
+           "coding parameter: -L 1 power p of gamma ~ 1/d^p (d = squared distance; 0.5 = "
+           "inverse Euclidean distance), -L 2 beta, -L 3 mu, -L 6 ridge of the LLC solve in "
+           "units of 1e-4 trace(C)", origin="lcoding", metavar="value"),
+    Option("-a", "anchor_init", int, "0",
+           "anchor initialisation: 0 k-means (k-means++ seeding), 1 random training samples, "
+           "2 k-means per class, 3 random samples per class, 4 k-means seeded by random samples",
+           origin="lcoding", metavar="mode"),
+    Option("-m", "n_threads", int, "1", "number of threads (one-vs-rest classes, coding)",
+           origin="lcoding", metavar="threads"),
+    Option("-E", "epochs", int, "10", "passes over the data for -s 30", origin="lcoding",
+           metavar="epochs"),
+    Option("-T", "t0", float, "100", "-s 30 learning rate 1/(lambda (t + t0)), lambda = 1/(C l)",
+           origin="lcoding", metavar="t0"),
+    Option("-P", "skip", int, "16", "-s 30 applies the regularisation every skip steps",
+           origin="lcoding", metavar="skip"),
+    Option("-I", "kmeans_iter", int, "20",
+           "k-means iterations for the anchors (mini-batch steps with -M)", origin="lcoding",
+           metavar="n"),
+    Option("-M", "kmeans_batch", int, "0", "mini-batch k-means with this batch size (0: Lloyd)",
+           origin="lcoding", metavar="size"),
+    Option("-K", "kernel_map", int, "0",
+           "additive kernel map before the local model (locally additive SVM): 0 none, "
+           "1 intersection, 2 chi-squared, 3 Hellinger", origin="lcoding", metavar="kernel"),
+    Option("-O", "kernel_map_order", int, "1",
+           "order n of the homogeneous kernel map (2n+1 features per input feature)",
+           origin="lcoding", metavar="n"),
 )
 
 PREDICT_OPTIONS = (
@@ -339,6 +392,8 @@ def _usage(prog_line: str, options, extra: str = "") -> str:
                 lines.append(f"\t{k:2d} -- {SOLVER_DESCRIPTIONS[k]}")
             lines.append("  for outlier detection")
             lines.append(f"\t21 -- {SOLVER_DESCRIPTIONS[21]}")
+            lines.append("  for classification by SGD (linear, or locally linear with -L)")
+            lines.append(f"\t30 -- {SOLVER_DESCRIPTIONS[30]}")
     return "\n".join(lines) + ("\n" + extra if extra else "") + "\n"
 
 

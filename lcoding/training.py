@@ -86,6 +86,9 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     if y.shape[0] != rows.n_rows:
         raise ValueError(f"len(y) = {y.shape[0]} differs from the {rows.n_rows} instances in x")
     solver_type = int(params.solver_type)
+    if getattr(params, "coding", 0) != 0 or solver_type == SolverType.L2R_L1LOSS_SVC_SGD:
+        from lcoding.local_model import train_local_model
+        return train_local_model(y, rows, params, info, seed_path=seed_path)
     require_trainable(solver_type)
     info = info if info is not None else Messages(params.quiet)
     bias = float(params.bias)

@@ -1,0 +1,300 @@
+# k-nearest-anchor search and local coding weights (LL-SVM, Ladicky & Torr 2011).
+#
+# For every row x: squared distances d_j = ||x - v_j||^2 to all m anchors (BLAS
+# blocks for dense data, sparse row loops for CSR, or a per-row scan with the
+# paper's early rejection), the k smallest kept by a bounded insertion buffer
+# (a partial selection, not a sort; ties go to the smaller anchor index, so the
+# result equals a stable argsort), then one of the codings on N_k(x):
+#
+#   CODING_INVERSE   gamma_j ∝ d_j^(-p)                   (p = 1: Ladicky's code;
+#                    p = 1/2: the paper's inverse Euclidean distance); a point on
+#                    an anchor (d_j ~ 0) gets all the weight on it
+#   CODING_GAUSSIAN  gamma_j ∝ exp(-beta (d_j - d_min))   (localized soft assignment,
+#                    shifted so it never underflows to 0/0)
+#   CODING_LLC       min ||x - sum_j gamma_j v_j||^2 s.t. sum gamma = 1 with the
+#                    ridge reg * trace(C) (Wang et al. 2010's approximated LLC):
+#                    C_jl = (v_j - x).(v_l - x) = (d_j + d_l - ||v_j - v_l||^2) / 2,
+#                    solve C w = 1 by Cholesky, gamma = w / sum w
+#
+# Every coding sums to one.  Output: anchor_idx[n, k] (int32, nearest first) and
+# coding_weight[n, k] (float64).
+from libc.math cimport exp, pow, sqrt
+from libc.stdint cimport int64_t
+
+from lcoding._dist cimport CSRView, make_csr, row_sqnorm, scatter_rows, block_sqdist
+
+cdef double INF = float("inf")
+# relative size below which a squared distance counts as zero (BLAS cancellation
+# in ||x||^2 - 2 x.v + ||v||^2 is ~1e-13 relative for d ~ 1000)
+cdef double ZERO_REL = 1e-10
+
+
+cdef double[::1] _zeros(Py_ssize_t size):
+    import numpy as np
+    return np.zeros(max(size, 1))
+
+
+cpdef enum CodingKind:
+    CODING_INVERSE = 1
+    CODING_GAUSSIAN = 2
+    CODING_LLC = 6
+
+
+cdef inline void topk_push(double dj, int j, Py_ssize_t k, Py_ssize_t* cnt,
+                           double* bd, int* bi) noexcept nogil:
+    # insert (dj, j) into the sorted buffer of the k best; equal distances keep
+    # the earlier (smaller) anchor index first
+    cdef Py_ssize_t pos
+    if cnt[0] < k:
+        pos = cnt[0]
+        cnt[0] += 1
+    elif dj < bd[k - 1]:
+        pos = k - 1
+    else:
+        return
+    while pos > 0 and bd[pos - 1] > dj:
+        bd[pos] = bd[pos - 1]
+        bi[pos] = bi[pos - 1]
+        pos -= 1
+    bd[pos] = dj
+    bi[pos] = j
+
+
+cdef inline void topk_row(const double* dist, Py_ssize_t m, Py_ssize_t k,
+                          double* bd, int* bi) noexcept nogil:
+    cdef Py_ssize_t cnt = 0
+    cdef Py_ssize_t j
+    for j in range(m):
+        topk_push(dist[j], <int>j, k, &cnt, bd, bi)
+
+
+cdef inline int cholesky_solve_ones(double* C, Py_ssize_t k, double* w) noexcept nogil:
+    # C (k x k, row-major, SPD) <- its lower Cholesky factor; w <- C^{-1} 1.
+    # Returns 0, or -1 when a pivot is not positive.
+    cdef Py_ssize_t i, j, l
+    cdef double s
+    for j in range(k):
+        s = C[j * k + j]
+        for l in range(j):
+            s -= C[j * k + l] * C[j * k + l]
+        if not s > 0.0:
+            return -1
+        C[j * k + j] = sqrt(s)
+        for i in range(j + 1, k):
+            s = C[i * k + j]
+            for l in range(j):
+                s -= C[i * k + l] * C[j * k + l]
+            C[i * k + j] = s / C[j * k + j]
+    for i in range(k):              # L y = 1
+        s = 1.0
+        for l in range(i):
+            s -= C[i * k + l] * w[l]
+        w[i] = s / C[i * k + i]
+    for i in range(k - 1, -1, -1):  # L^T w = y
+        s = w[i]
+        for l in range(i + 1, k):
+            s -= C[l * k + i] * w[l]
+        w[i] = s / C[i * k + i]
+    return 0
+
+
+cdef inline void code_row(int coding, double param, Py_ssize_t k, const double* bd,
+                          const int* bi, double x_sq, const double* v_sq,
+                          const double* VV, Py_ssize_t m, double* C, double* w) noexcept nogil:
+    # coding weights of one row from its sorted neighbour distances bd / ids bi
+    cdef Py_ssize_t j, l, nzero = 0
+    cdef double s, tr, ridge
+    cdef int attempt
+    for j in range(k):
+        if bd[j] <= ZERO_REL * (x_sq + v_sq[bi[j]]):
+            nzero += 1
+    if coding == CODING_INVERSE or coding == CODING_LLC and nzero == k:
+        if nzero > 0:
+            # on an anchor (or several coinciding ones): split the weight among them
+            for j in range(k):
+                w[j] = 1.0 / nzero if bd[j] <= ZERO_REL * (x_sq + v_sq[bi[j]]) else 0.0
+            return
+        s = 0.0
+        for j in range(k):
+            if param == 1.0:
+                w[j] = bd[0] / bd[j]
+            else:
+                w[j] = pow(bd[0] / bd[j], param)
+            s += w[j]
+        for j in range(k):
+            w[j] /= s
+        return
+    if coding == CODING_GAUSSIAN:
+        s = 0.0
+        for j in range(k):
+            w[j] = exp(-param * (bd[j] - bd[0]))
+            s += w[j]
+        for j in range(k):
+            w[j] /= s
+        return
+    # CODING_LLC
+    tr = 0.0
+    for j in range(k):
+        tr += bd[j]
+    ridge = param * tr
+    for attempt in range(8):
+        for j in range(k):
+            for l in range(k):
+                C[j * k + l] = 0.5 * (bd[j] + bd[l] - VV[bi[j] * m + bi[l]])
+            C[j * k + j] = bd[j] + ridge
+        if cholesky_solve_ones(C, k, w) == 0:
+            s = 0.0
+            for j in range(k):
+                s += w[j]
+            if s > 0.0:
+                for j in range(k):
+                    w[j] /= s
+                return
+        ridge = ridge * 10.0 if ridge > 0.0 else 1e-12 * tr
+    for j in range(k):
+        w[j] = 1.0 if j == 0 else 0.0
+
+
+def sq_distances(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        Py_ssize_t n_features,
+        const double[:, ::1] V,     # IN (m, d)
+        const double[:, ::1] VT,    # IN (d, m)
+        const double[::1] v_sq,     # IN (m,)
+        double[:, ::1] out,         # OUT (n, m)
+        bint dense, Py_ssize_t block=256):
+    """All squared distances ``out[i, j] = ||x_i - v_j||^2`` (BLAS or sparse path)."""
+    cdef CSRView X = make_csr(X_data, X_indices, X_indptr, n_features)
+    cdef Py_ssize_t n = out.shape[0], m = V.shape[0], d = V.shape[1]
+    cdef Py_ssize_t r0, r1, i
+    cdef double[::1] xbuf = _zeros(block * d if dense else 1)
+    cdef double[::1] xsq = _zeros(block)
+    if n == 0 or m == 0:
+        return
+    with nogil:
+        r0 = 0
+        while r0 < n:
+            r1 = min(r0 + block, n)
+            for i in range(r0, r1):
+                xsq[i - r0] = row_sqnorm(&X, i, d)
+            block_sqdist(&X, r0, r1, &V[0, 0], &VT[0, 0], &v_sq[0], m, d, dense,
+                         &xbuf[0], &xsq[0], &out[r0, 0])
+            r0 = r1
+
+
+
+def knn_code(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        Py_ssize_t n_features,
+        const double[:, ::1] V,     # IN (m, d) anchors
+        const double[:, ::1] VT,    # IN (d, m)
+        const double[::1] v_sq,     # IN (m,) ||v_j||^2
+        const double[:, ::1] VV,    # IN (m, m) ||v_j - v_l||^2 for CODING_LLC, else (0, 0)
+        int coding, double param,
+        int[:, ::1] anchor_idx,     # OUT (n, k)
+        double[:, ::1] coding_weight,  # OUT (n, k)
+        bint dense, bint early_reject=False, Py_ssize_t block=256):
+    """Code every row: nearest ``k`` anchors and their weights (see module header).
+
+    ``dense`` selects the BLAS block path (else sparse row loops); ``early_reject``
+    selects the paper's per-row scan that drops an anchor as soon as its partial
+    distance exceeds the current k-th best (dense rows, no BLAS).
+    """
+    cdef CSRView X = make_csr(X_data, X_indices, X_indptr, n_features)
+    cdef Py_ssize_t n = anchor_idx.shape[0], k = anchor_idx.shape[1]
+    cdef Py_ssize_t m = V.shape[0], d = V.shape[1]
+    cdef Py_ssize_t r0, r1, i, j, l, cnt, l_end
+    cdef double dist, diff, thr
+    cdef const double* vrow
+    cdef double* xrow
+    cdef double[::1] xbuf = _zeros(block * d if (dense or early_reject) else 1)
+    cdef double[::1] dbuf = _zeros(block * m)
+    cdef double[::1] xsq = _zeros(block)
+    cdef double[::1] Cbuf = _zeros(k * k)
+    cdef double[::1] bd = _zeros(k)
+    cdef const double* VVp = &VV[0, 0] if VV.shape[0] > 0 else NULL
+    if k > m:
+        raise ValueError(f"k = {k} nearest anchors requested but there are only {m} anchors")
+    if coding == CODING_LLC and VVp == NULL:
+        raise ValueError("the LLC coding needs the anchor distance matrix VV")
+    if coding not in (CODING_INVERSE, CODING_GAUSSIAN, CODING_LLC):
+        raise ValueError(f"unknown coding {coding}")
+    if n == 0 or k == 0:
+        return
+    with nogil:
+        r0 = 0
+        while r0 < n:
+            r1 = min(r0 + block, n)
+            for i in range(r0, r1):
+                xsq[i - r0] = row_sqnorm(&X, i, d)
+            if early_reject:
+                scatter_rows(&X, r0, r1, d, &xbuf[0])
+                for i in range(r0, r1):
+                    xrow = &xbuf[(i - r0) * d]
+                    cnt = 0
+                    for j in range(m):
+                        vrow = &V[j, 0]
+                        thr = bd[k - 1] if cnt == k else INF
+                        dist = 0.0
+                        l = 0
+                        while l < d:
+                            # two dimensions at a time as in the paper, checked every 8
+                            l_end = min(l + 8, d)
+                            while l < l_end:
+                                diff = xrow[l] - vrow[l]
+                                dist += diff * diff
+                                l += 1
+                            if dist > thr:
+                                break
+                        if dist <= thr:
+                            topk_push(dist, <int>j, k, &cnt, &bd[0], &anchor_idx[i, 0])
+                    code_row(coding, param, k, &bd[0], &anchor_idx[i, 0], xsq[i - r0],
+                             &v_sq[0], VVp, m, &Cbuf[0], &coding_weight[i, 0])
+            else:
+                block_sqdist(&X, r0, r1, &V[0, 0], &VT[0, 0], &v_sq[0], m, d, dense,
+                             &xbuf[0], &xsq[0], &dbuf[0])
+                for i in range(r0, r1):
+                    topk_row(&dbuf[(i - r0) * m], m, k, &bd[0], &anchor_idx[i, 0])
+                    code_row(coding, param, k, &bd[0], &anchor_idx[i, 0], xsq[i - r0],
+                             &v_sq[0], VVp, m, &Cbuf[0], &coding_weight[i, 0])
+            r0 = r1
+
+
+def local_decision_values(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        const int[:, ::1] anchor_idx,       # IN (n, k)
+        const double[:, ::1] coding_weight, # IN (n, k)
+        const double[:, ::1] W,             # IN (n_anchors * stride, nr_w), anchor-major
+        Py_ssize_t nr_feature, double bias,
+        double[:, ::1] out):                # OUT (n, nr_w)
+    """``out[i, c] = sum_j gamma_ij (W_c[a_ij] . [x_i; B])``: gathers k rows of W
+    per sample for all classes at once (columns >= nr_feature are ignored)."""
+    cdef Py_ssize_t n = out.shape[0], nr_w = out.shape[1], k = anchor_idx.shape[1]
+    cdef Py_ssize_t stride = nr_feature + (1 if bias >= 0 else 0)
+    cdef Py_ssize_t i, j, c, col, base
+    cdef int64_t p
+    cdef double g, v
+    cdef double* o
+    cdef const double* wrow
+    with nogil:
+        for i in range(n):
+            o = &out[i, 0]
+            for c in range(nr_w):
+                o[c] = 0.0
+            for j in range(k):
+                g = coding_weight[i, j]
+                if g == 0.0:
+                    continue
+                base = anchor_idx[i, j] * stride
+                for p in range(X_indptr[i], X_indptr[i + 1]):
+                    col = X_indices[p]
+                    if col < nr_feature:
+                        v = g * X_data[p]
+                        wrow = &W[base + col, 0]
+                        for c in range(nr_w):
+                            o[c] += v * wrow[c]
+                if bias >= 0:
+                    v = g * bias
+                    wrow = &W[base + nr_feature, 0]
+                    for c in range(nr_w):
+                        o[c] += v * wrow[c]

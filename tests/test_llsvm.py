@@ -1,0 +1,263 @@
+"""LL-SVM end to end: train_model dispatch, the dual-CD LL-SVM against
+liblinear-official on the materialised features gamma(x) (x) [x; 1], the SGD
+LL-SVM, model files and accuracy floors."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lcoding._validation import as_rows
+from lcoding.local_model import LocalModel, MODEL_TYPES
+from lcoding.model import LinearModel
+from lcoding.options import OptionError, SolverType, parse_train_options
+from lcoding.solvers import Messages
+from lcoding.training import group_classes, train_model
+
+
+def train(y, X, opts):
+    return train_model(np.asarray(y, dtype=float), as_rows(X), parse_train_options(opts + " -q"))
+
+
+def accuracy(model, X, y):
+    rows = as_rows(X).truncated(model.nr_feature)
+    return float(np.mean(model.labels_from_values(model.decision_values(rows)) == y))
+
+
+def subset(shared_data, name, n_train, n_test=None, seed=0):
+    y, X, ty, tX = shared_data(name)
+    r = np.random.default_rng(seed)
+    tr = np.sort(r.permutation(X.shape[0])[:n_train])
+    te = np.arange(tX.shape[0]) if n_test is None else np.sort(r.permutation(tX.shape[0])[:n_test])
+    return y[tr], X[tr], ty[te], tX[te]
+
+
+def materialise(model: LocalModel, X) -> sp.csr_matrix:
+    """z(x) = gamma(x) (x) [x; B] of every row, explicitly (n x n_anchors*stride)."""
+    rows = model.transform(as_rows(X))
+    idx, wt = model.coding.code(rows)
+    Xd = rows.to_csr().toarray()
+    if model.bias >= 0:
+        Xd = np.hstack([Xd, np.full((Xd.shape[0], 1), model.bias)])
+    n, stride = Xd.shape
+    Z = np.zeros((n, model.n_anchors * stride))
+    for j in range(idx.shape[1]):
+        for i in range(n):
+            a = idx[i, j]
+            Z[i, a * stride:(a + 1) * stride] += wt[i, j] * Xd[i]
+    return sp.csr_matrix(Z)
+
+
+def primal_objective(w, Z, y_pm, C, loss):
+    margin = np.maximum(0.0, 1.0 - y_pm * (Z @ w))
+    return 0.5 * w @ w + C * float(np.sum(margin if loss == "l1" else margin ** 2))
+
+
+# ---------------------------------------------------------------- dispatch, options
+def test_option_strings_parse():
+    p = parse_train_options("-s 30 -L 1 -A 100 -k 8 -E 5 -T 1000 -P 10 -a 3 -m 2 -u 0.5 -I 3 "
+                            "-M 64 -K 2 -O 2 -S 7")
+    assert (p.solver_type, p.coding, p.n_anchors, p.n_neighbors, p.epochs, p.t0, p.skip,
+            p.anchor_init, p.n_threads, p.coding_param, p.kmeans_iter, p.kmeans_batch,
+            p.kernel_map, p.kernel_map_order, p.seed) == (
+        30, 1, 100, 8, 5, 1000.0, 10, 3, 2, 0.5, 3, 64, 2, 2, 7)
+    assert SolverType(30).name == "L2R_L1LOSS_SVC_SGD"
+    with pytest.raises(OptionError):
+        parse_train_options("-s 30 -E")
+
+
+def test_bad_local_options_are_named(rng):
+    X = rng.normal(size=(30, 2))
+    y = np.sign(X[:, 0]) + (X[:, 0] == 0)
+    with pytest.raises(ValueError, match="-k"):
+        train(y, X, "-s 1 -L 1 -A 4 -k 5")
+    with pytest.raises(ValueError, match="-E"):
+        train(y, X, "-s 30 -L 1 -A 4 -k 2 -E 0")
+    with pytest.raises(ValueError, match="-T"):
+        train(y, X, "-s 30 -L 1 -A 4 -k 2 -T 0")
+    with pytest.raises(NotImplementedError, match="-s 5"):
+        train(y, X, "-s 5 -L 1 -A 4 -k 2")
+    with pytest.raises(ValueError, match="-K"):
+        train(y, X, "-s 30 -K 2")
+
+
+# ------------------------------------------------------ one anchor == linear SVM
+@pytest.mark.parametrize("solver", [1, 3, 30])
+def test_one_anchor_equals_linear_svm(shared_data, solver):
+    y, X, ty, tX = subset(shared_data, "usps", 600, 200)
+    local = train(y, X, f"-s {solver} -L 1 -A 1 -k 1 -B 1 -c 2 -a 1")
+    if solver == 30:
+        linear = train(y, X, "-s 30 -L 0 -B 1 -c 2")
+    else:
+        linear = train(y, X, f"-s {solver} -B 1 -c 2")
+    assert isinstance(local, LocalModel) and isinstance(linear, LinearModel)
+    np.testing.assert_allclose(local.w, linear.w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(local.decision_values(as_rows(tX)),
+                               linear.decision_values(as_rows(tX)), rtol=1e-10, atol=1e-10)
+
+
+def test_sgd_one_anchor_linear_matches_liblinear_accuracy(shared_data):
+    # plain linear SGD (-s 30 -L 0) is a working linear SVM: close to liblinear's accuracy
+    from liblinear.liblinearutil import predict, train as ll_train
+    y, X, ty, tX = subset(shared_data, "usps", 2000)
+    ours = accuracy(train(y, X, "-s 30 -L 0 -B 1 -c 1 -E 10 -T 10000"), tX, ty)
+    ref = ll_train(y, X, "-s 3 -B 1 -c 1 -q")
+    _, (ref_acc, _, _), _ = predict(ty, tX, ref, "-q")
+    assert ours >= ref_acc / 100 - 0.02
+
+
+# ---------------------------- dual-CD LL-SVM == liblinear on materialised features
+@pytest.mark.parametrize("solver,loss,name,n,coding", [
+    (3, "l1", "banana", 400, "-L 1 -A 10 -k 3"),
+    (1, "l2", "banana", 400, "-L 2 -u 2 -A 10 -k 4"),
+    (3, "l1", "usps", 300, "-L 1 -A 6 -k 2"),
+    (1, "l2", "usps", 300, "-L 6 -A 6 -k 3"),
+    (1, "l2", "banana", 300, "-L 6 -A 8 -k 3 -a 4"),
+])
+def test_dual_cd_llsvm_reaches_liblinear_objective(shared_data, solver, loss, name, n, coding):
+    from liblinear.liblinearutil import train as ll_train
+    y, X, _, _ = subset(shared_data, name, n)
+    C = 0.5
+    params = parse_train_options(f"-s {solver} {coding} -B 1 -c {C} -e 0.0001 -q")
+    params.max_iter = 1000         # LIBLINEAR's own cap, so both solvers converge alike
+    model = train_model(y, as_rows(X), params)
+    Z = materialise(model, X)
+    labels, class_index = group_classes(y)
+    n_w = model.w.shape[1]
+    for c in range(n_w):
+        y_pm = np.where(class_index == c, 1.0, -1.0)
+        ours = primal_objective(model.w[:, c], Z, y_pm, C, loss)
+        # the same binary problem, explicit features, liblinear-official
+        ref_model = ll_train(y_pm, Z, f"-s {solver} -c {C} -e 0.0001 -B -1 -q")
+        w_ref = np.array(ref_model.get_decfun(0)[0])
+        if ref_model.get_labels()[0] != 1:
+            w_ref = -w_ref
+        ref = primal_objective(w_ref, Z, y_pm, C, loss)
+        assert ours == pytest.approx(ref, rel=2e-3), (c, ours, ref)
+        np.testing.assert_allclose(model.w[:, c], w_ref, atol=0.05 * np.abs(w_ref).max())
+
+
+def test_dual_cd_info_output_and_threads(shared_data):
+    y, X, ty, tX = subset(shared_data, "usps", 800, 300)
+    out = io.StringIO()
+    m1 = train_model(y, as_rows(X), parse_train_options("-s 1 -L 1 -A 20 -k 4 -B 1"),
+                     Messages(stream=out))
+    assert "anchors: 20" in out.getvalue() and "optimization finished" in out.getvalue()
+    m2 = train(y, X, "-s 1 -L 1 -A 20 -k 4 -B 1 -m 2")
+    np.testing.assert_array_equal(m1.w, m2.w)          # per-class seeds: threads change nothing
+    np.testing.assert_array_equal(m1.decision_values(as_rows(tX)),
+                                  m2.decision_values(as_rows(tX), n_threads=2))
+
+
+# ------------------------------------------------------------------- SGD LL-SVM
+def test_sgd_is_reproducible_and_seeded(shared_data):
+    y, X, _, _ = subset(shared_data, "banana", 500)
+    a = train(y, X, "-s 30 -L 1 -A 20 -k 4 -B 1 -S 3")
+    b = train(y, X, "-s 30 -L 1 -A 20 -k 4 -B 1 -S 3 -m 2")
+    c = train(y, X, "-s 30 -L 1 -A 20 -k 4 -B 1 -S 4")
+    np.testing.assert_array_equal(a.w, b.w)
+    np.testing.assert_array_equal(a.coding.anchors, b.coding.anchors)
+    assert not np.array_equal(a.w, c.w)
+
+
+def test_sgd_decay_matches_a_dense_reference(rng):
+    # the scale-factor trick is exact: compare with a plain NumPy SVMSGD2 loop
+    from lcoding import _sgd
+    n, d, m, k = 60, 4, 5, 2
+    X = rng.normal(size=(n, d))
+    rows = as_rows(X)
+    idx = np.ascontiguousarray(np.argsort(rng.random((n, m)), axis=1)[:, :k].astype(np.int32))
+    wt = rng.random((n, k))
+    wt /= wt.sum(1, keepdims=True)
+    y = np.where(rng.random(n) > 0.5, 1, -1).astype(np.int8)
+    order = rng.permutation(n).astype(np.int32)
+    cost = np.ones(n)
+    lam, t0, skip, B = 0.05, 10.0, 3.0, 1.0
+    W = np.zeros(m * d)
+    b = np.zeros(m)
+    state = np.array([1.0, 0.0, skip])
+    for _ in range(3):
+        _sgd.sgd_epoch(rows.data, rows.indices, rows.indptr, d, idx, wt, y, cost, order,
+                       W, b, state, lam, t0, skip, B)
+    Wr = np.zeros((m, d))
+    br = np.zeros(m)
+    t, count = 0, skip
+    for _ in range(3):
+        for i in order:
+            t += 1
+            eta = 1.0 / (lam * (t + t0))
+            f = sum(wt[i, j] * (Wr[idx[i, j]] @ X[i] + B * br[idx[i, j]]) for j in range(k))
+            if y[i] * f < 1:
+                for j in range(k):
+                    Wr[idx[i, j]] += eta * y[i] * wt[i, j] * X[i]
+                    br[idx[i, j]] += eta * y[i] * wt[i, j] * B
+            count -= 1
+            if count <= 0:
+                Wr *= 1 - skip / (t + t0)
+                count = skip
+    np.testing.assert_allclose(W.reshape(m, d) * state[0], Wr, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(b, br, rtol=1e-10, atol=1e-12)
+
+
+# ------------------------------------------------------------------ accuracy floors
+@pytest.mark.parametrize("opts", [
+    "-s 30 -L 1 -A 100 -k 8 -B 1 -c 1",        # the paper's SGD LL-SVM
+    "-s 1 -L 1 -A 100 -k 8 -B 1 -c 10",        # dual-CD LL-SVM
+    "-s 3 -L 2 -u 1 -A 50 -k 8 -B 1 -c 10",    # Gaussian coding
+])
+def test_banana_accuracy(shared_data, opts):
+    y, X, ty, tX = shared_data("banana")
+    assert accuracy(train(y, X, opts), tX, ty) >= 0.88
+
+
+def test_usps_subset_accuracy(shared_data):
+    y, X, ty, tX = subset(shared_data, "usps", 3000)
+    linear = accuracy(train(y, X, "-s 1 -B 1"), tX, ty)
+    sgd = accuracy(train(y, X, "-s 30 -L 1 -A 50 -k 8 -B 1 -c 10 -T 1000 -m 2"), tX, ty)
+    dual = accuracy(train(y, X, "-s 1 -L 2 -u 0.1 -A 50 -k 16 -B 1 -c 1 -m 2"), tX, ty)
+    assert sgd >= 0.9 and sgd > linear + 0.01
+    assert dual >= 0.92 and dual > linear + 0.02
+
+
+def test_locally_additive_svm(shared_data):
+    y, X, ty, tX = subset(shared_data, "usps", 2000, 500)
+    model = train(y, X, "-s 1 -L 1 -A 20 -k 4 -B 1 -K 2 -O 1")
+    assert model.kernel_map is not None and model.dim == 256 * 3
+    assert accuracy(model, tX, ty) >= 0.9
+
+
+# ------------------------------------------------------------------- model files
+@pytest.mark.parametrize("opts", [
+    "-s 30 -L 1 -A 12 -k 3 -B 1",
+    "-s 1 -L 2 -u 0.37 -A 9 -k 4",
+    "-s 3 -L 6 -A 7 -k 3 -B 0.5",
+    "-s 1 -L 1 -u 0.5 -A 6 -k 2 -B 1 -K 2 -O 2",
+    "-s 1 -L 1 -A 6 -k 2 -K 3",
+])
+@pytest.mark.parametrize("name", ["banana", "letter"])
+def test_save_load_predict_identical(shared_data, tmp_path, opts, name):
+    from lcoding import model_io
+    y, X, ty, tX = subset(shared_data, name, 600, 300)
+    model = train(y, X, opts)
+    path = tmp_path / "model.txt"
+    model_io.save_model_file(str(path), model)
+    text = path.read_text()
+    assert text.startswith("solver_type ")
+    assert "lcoding_format 1\ncoding " in text
+    loaded = model_io.load_model_file(str(path))
+    assert isinstance(loaded, LocalModel)
+    np.testing.assert_array_equal(loaded.w, model.w)
+    np.testing.assert_array_equal(loaded.coding.anchors, model.coding.anchors)
+    assert loaded.coding.param == model.coding.param and loaded.coding.k == model.coding.k
+    np.testing.assert_array_equal(loaded.decision_values(as_rows(tX)),
+                                  model.decision_values(as_rows(tX)))
+    assert model_io.model_to_text(loaded) == text
+
+
+def test_model_types_and_block_shapes():
+    assert set(MODEL_TYPES) == {"KNN_INVERSE_DISTANCE", "KNN_GAUSSIAN", "LLC"}
+    shapes = LocalModel.block_shapes({"nr_anchor": "5", "nr_dim": "3"},
+                                     {"nr_class": 4, "bias": 1.0})
+    assert shapes == [("anchors", (5, 3)), ("w", (20, 4))]
