@@ -51,5 +51,8 @@ setup(
     ext_modules=cythonize(
         [kernel_extension(name) for name in KERNELS],
         compiler_directives=directives,
+        nthreads=os.cpu_count() or 1,
     ),
+    # compile the kernels in parallel (a fresh install builds ~20 extensions)
+    options={"build_ext": {"parallel": os.cpu_count() or 1}},
 )

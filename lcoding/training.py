@@ -130,11 +130,25 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
             w[:, 0] = solver(prob, params, info).w
     else:
         w = np.empty((w_size, nr_class))
-        for c in range(nr_class):
+
+        def fit_class(c):
             y_pm = np.where(class_index == c, 1, -1).astype(np.int8)
             prob = BinaryProblem(rows, y_pm, weighted_C[c], params.C, bias,
                                  rng_state(seed, _PURPOSE_SOLVER, *seed_path, c))
             w[:, c] = solver(prob, params, info).w
+
+        n_threads = int(getattr(params, "n_threads", 1))
+        if n_threads < 1:
+            raise ValueError(f"-m {n_threads}: the number of threads must be >= 1")
+        if n_threads > 1:
+            # the kernels release the GIL; each class has its own RNG stream, so the
+            # model does not depend on the thread count or the finishing order
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(max_workers=min(n_threads, nr_class)) as pool:
+                list(pool.map(fit_class, range(nr_class)))
+        else:
+            for c in range(nr_class):
+                fit_class(c)
     return LinearModel(solver_type, nr_class, labels, nr_feature, bias, w, param=params)
 
 

@@ -85,3 +85,10 @@ def test_agrees_with_liblinear(name, options, shared_data, capfd):
     our_pred = np.array(predict(ty, tX, ours, "-q")[0])
     assert abs((ref_pred == ty).mean() - (our_pred == ty).mean()) * 100 <= 0.1
     assert (ref_pred == our_pred).mean() >= 0.995
+
+
+def test_threads_give_the_same_model(shared_data):
+    y, X, _, _ = shared_data("usps")
+    one = train_model(y, as_rows(X), parse_train_options("-s 3 -q -m 1"))
+    two = train_model(y, as_rows(X), parse_train_options("-s 3 -q -m 2"))
+    np.testing.assert_array_equal(one.w, two.w)

@@ -201,14 +201,19 @@ def test_legacy_script_runs_with_only_the_import_changed(tmp_path, shared_data):
         with bz2.open(datasets.dataset_path("w8a", split), "rt") as src:
             plain.write_text("".join(line for _, line in zip(range(6000), src)))
         files[split] = str(plain)
+    import lcoding
+    # the subprocesses import the same lcoding as this test (installed or in-place build)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(lcoding.__file__)))
+    base_env = dict(os.environ, PYTHONPATH=package_root)
     results = {}
     for name, imports in [("ref", "from liblinear.liblinearutil import *"),
                           ("ours", "from lcoding.liblinearutil import *")]:
         script = LEGACY_SCRIPT.format(imports=imports, train=files["train"], test=files["test"],
                                       model=str(tmp_path / f"{name}.model"),
                                       out=str(tmp_path / f"{name}.npy"))
+        # cwd outside the source tree, so the subprocess imports the installed package
         proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                              timeout=300)
+                              timeout=300, cwd=tmp_path, env=base_env)
         assert proc.returncode == 0, proc.stderr
         line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT")][0]
         results[name] = line.split(None, 3)
@@ -222,11 +227,10 @@ def test_legacy_script_runs_with_only_the_import_changed(tmp_path, shared_data):
     legacy = LEGACY_SCRIPT.format(imports="from liblinearutil import *", train=files["train"],
                                   test=files["test"], model=str(tmp_path / "legacy.model"),
                                   out=str(tmp_path / "legacy.npy"))
-    env = dict(os.environ)
     import lcoding.legacy
-    env["PYTHONPATH"] = lcoding.legacy.PATH
+    env = dict(base_env, PYTHONPATH=lcoding.legacy.PATH + os.pathsep + package_root)
     proc = subprocess.run([sys.executable, "-c", legacy], capture_output=True, text=True,
-                          timeout=300, env=env)
+                          timeout=300, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     np.testing.assert_array_equal(np.load(tmp_path / "legacy.npy"), np.load(tmp_path / "ours.npy"))
 
