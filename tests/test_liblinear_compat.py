@@ -68,20 +68,30 @@ def test_liblinear_model_files_load_and_predict_identically(small, target, optio
     assert open(again).read() == open(path).read()
 
 
-@pytest.mark.parametrize("options", ["-s 1", "-s 3 -B 1", "-s 1 -B 1 -w1 2", "-s 3 -c 0.5"])
-@pytest.mark.parametrize("target", ["y2", "y3"])
-def test_lcoding_model_files_load_in_liblinear(small, options, target, tmp_path):
-    X, y2, y3, _ = small
-    y = {"y2": y2, "y3": y3}[target]
+# every solver lcoding trains: its model file loads in liblinear-official and predicts
+# identically there (labels, decision values, probabilities)
+OUR_MODELS = [
+    ("y2", "-s 1"), ("y3", "-s 3 -B 1"), ("y2", "-s 1 -B 1 -w1 2"), ("y3", "-s 3 -c 0.5"),
+    ("y2", "-s 0"), ("y3", "-s 0 -B 1"), ("y3", "-s 2"), ("y2", "-s 2 -B 1 -R"),
+    ("y2", "-s 4"), ("y3", "-s 4 -B 1"), ("y2", "-s 5 -B 1"), ("y3", "-s 6"), ("y2", "-s 7 -B 1"),
+    ("yr", "-s 11 -B 1"), ("yr", "-s 12"), ("yr", "-s 13 -B 1"), ("y2", "-s 21"),
+]
+
+
+@pytest.mark.parametrize("target,options", OUR_MODELS)
+def test_lcoding_model_files_load_in_liblinear(small, target, options, tmp_path):
+    X, y2, y3, yr = small
+    y = {"y2": y2, "y3": y3, "yr": yr}[target]
     ours = lc.train(y, X, options + " -q")
     path = str(tmp_path / "ours.model")
     lc.save_model(path, ours)
     ref = ll.load_model(path)
     assert ref is not None
-    rl, _, rv = ll.predict(y, X, ref, "-q")
-    ol, _, ov = lc.predict(y, X, ours, "-q")
-    assert rl == ol
-    np.testing.assert_allclose(np.array(ov), np.array(rv), rtol=1e-12, atol=1e-14)
+    for opt in ["-q"] + (["-b 1 -q"] if ref.is_probability_model() else []):
+        rl, _, rv = ll.predict(y, X, ref, opt)
+        ol, _, ov = lc.predict(y, X, ours, opt)
+        assert rl == ol
+        np.testing.assert_allclose(np.array(ov), np.array(rv), rtol=1e-12, atol=1e-14)
 
 
 def test_label_order_swap_and_decision_sign(small):
