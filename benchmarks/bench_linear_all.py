@@ -27,7 +27,7 @@ TARGET = 1.5
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", nargs="+", default=["ijcnn1", "w8a"])
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--out", default=os.path.join(HERE, "results", "linear_all.md"))
     args = ap.parse_args(argv)
     rows = []
