@@ -5,13 +5,15 @@ the decompressed file in both modes (list of dicts, ``return_scipy=True``);
 lcoding's ``svm_read_problem`` reads the same decompressed file and the shared
 ``.bz2`` file in both modes.  Each configuration runs ``--repeats`` times,
 interleaved so that all readers see the same machine load; the minimum wall
-time counts.  One JSON line is printed per measurement and, unless ``--quick``,
-a Markdown table is written to ``benchmarks/results/read.md``.
+time (and the minimum CPU time of all threads) counts.  One JSON line is
+printed per measurement and, unless ``--quick``, a Markdown table is written to
+``benchmarks/results/read.md``.
 
 ``--quick`` reads only the first 2000 lines of each set, once (the CI smoke run).
 """
 import argparse
 import bz2
+import io
 import json
 import os
 import platform
@@ -21,7 +23,7 @@ import time
 from pathlib import Path
 
 try:
-    import lcoding
+    import lcoding  # noqa: F401  (only: is the package importable?)
 except ImportError:   # run from a source checkout with in-place extensions
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from lcoding import datasets
@@ -72,10 +74,10 @@ def prepare_inputs(name, workdir, quick):
 
 
 def timed(read, path, return_scipy):
-    start = time.perf_counter()
+    """``(wall seconds, CPU seconds of all threads, result)`` of one read."""
+    start, cpu_start = time.perf_counter(), time.process_time()
     result = read(str(path), return_scipy=return_scipy)
-    seconds = time.perf_counter() - start
-    return seconds, result
+    return time.perf_counter() - start, time.process_time() - cpu_start, result
 
 
 def shape_of(result, return_scipy):
@@ -85,7 +87,16 @@ def shape_of(result, return_scipy):
     return len(y), sum(map(len, x))
 
 
+def warm_up(readers):
+    """One tiny read per reader and mode, so no timed run pays first-call costs."""
+    sample = "1 1:0.5 3:2\n-1 2:1e-3\n"
+    for read in readers:
+        for return_scipy in MODES.values():
+            read(io.StringIO(sample), return_scipy=return_scipy)
+
+
 def run(args):
+    warm_up([svm_read_problem] + ([reference_read] if reference_read is not None else []))
     measurements = []
     with tempfile.TemporaryDirectory(prefix="lcoding-bench-read-") as workdir:
         for name in args.datasets:
@@ -97,11 +108,13 @@ def run(args):
                 readers.insert(0, ("liblinear-official", "plain", reference_read, plain))
             for mode, return_scipy in MODES.items():
                 times = {key[:2]: [] for key in readers}
+                cpu_times = {key[:2]: [] for key in readers}
                 shapes = {}
                 for _ in range(1 if args.quick else args.repeats):
                     for reader, form, read, path in readers:
-                        seconds, result = timed(read, path, return_scipy)
+                        seconds, cpu_seconds, result = timed(read, path, return_scipy)
                         times[reader, form].append(seconds)
+                        cpu_times[reader, form].append(cpu_seconds)
                         shapes[reader, form] = shape_of(result, return_scipy)
                         del result
                 for (reader, form), runs in times.items():
@@ -110,6 +123,7 @@ def run(args):
                               "reader": reader, "mode": mode, "input": form,
                               "n_rows": n_rows, "nnz": nnz, "plain_bytes": size,
                               "seconds": min(runs), "runs": [round(t, 6) for t in runs],
+                              "cpu_seconds": min(cpu_times[reader, form]),
                               "threads": os.cpu_count(), "quick": args.quick}
                     print(json.dumps(record), flush=True)
                     measurements.append(record)
@@ -126,11 +140,12 @@ def markdown_table(measurements):
         f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end of the run; the "
         "machine is shared, so absolute times vary from run to run).",
         "",
-        "Train splits.  Each time is the minimum wall time of the runs, interleaved "
-        "between readers.  *plain* is the decompressed file, *.bz2* the shared file "
-        "(decompression included).  `dict` is the default list-of-dict mode, `scipy` "
-        "is `return_scipy=True`.  Speed-ups are relative to liblinear-official on the "
-        "plain file.",
+        "Train splits.  Each time is the minimum over the runs (interleaved between "
+        "readers) of the wall time, and in parentheses of the CPU time summed over "
+        "threads (less sensitive to other load on the machine).  *plain* is the "
+        "decompressed file, *.bz2* the shared file (decompression included).  `dict` "
+        "is the default list-of-dict mode, `scipy` is `return_scipy=True`.  Speed-ups "
+        "are relative to liblinear-official on the plain file: wall (CPU).",
         "",
         "| data set | rows | nnz | plain MB | mode | liblinear-official, plain (s) "
         "| lcoding, plain (s) | speed-up | lcoding, .bz2 (s) | speed-up |",
@@ -143,14 +158,25 @@ def markdown_table(measurements):
             ref = by_key.get((dataset, mode, "liblinear-official", "plain"))
             if ours is None:
                 continue
-            ref_s = f"{ref['seconds']:.3f}" if ref else "n/a"
-            ratio = f"{ref['seconds'] / ours['seconds']:.1f}x" if ref else "n/a"
-            ratio_bz2 = f"{ref['seconds'] / packed['seconds']:.1f}x" if ref and packed else "n/a"
             lines.append(
                 f"| {dataset} | {ours['n_rows']} | {ours['nnz']} | "
-                f"{ours['plain_bytes'] / 1e6:.1f} | {mode} | {ref_s} | {ours['seconds']:.3f} | "
-                f"{ratio} | {packed['seconds']:.3f} | {ratio_bz2} |")
+                f"{ours['plain_bytes'] / 1e6:.1f} | {mode} | {_seconds(ref)} | "
+                f"{_seconds(ours)} | {_ratio(ref, ours)} | {_seconds(packed)} | "
+                f"{_ratio(ref, packed)} |")
     return "\n".join(lines) + "\n"
+
+
+def _seconds(record):
+    if record is None:
+        return "n/a"
+    return f"{record['seconds']:.3f} ({record['cpu_seconds']:.3f})"
+
+
+def _ratio(reference, ours):
+    if reference is None or ours is None:
+        return "n/a"
+    return (f"{reference['seconds'] / ours['seconds']:.1f}x "
+            f"({reference['cpu_seconds'] / ours['cpu_seconds']:.1f}x)")
 
 
 def main(argv=None):

@@ -42,6 +42,7 @@ from libc.stdint cimport int32_t, int64_t, uint64_t
 from libc.stdlib cimport free, malloc, qsort, realloc
 from libc.string cimport memcpy
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
+from cpython.list cimport PyList_GET_ITEM
 from cpython.ref cimport PyObject
 from cython cimport view
 
@@ -415,7 +416,8 @@ cdef bint is_nonfinite_word(const unsigned char* s, Py_ssize_t n) noexcept nogil
 
 # ---------------------------------------------------------------- rows
 
-cdef inline Py_ssize_t token_end(const unsigned char* buf, Py_ssize_t p, Py_ssize_t end) noexcept nogil:
+cdef inline Py_ssize_t token_end(const unsigned char* buf, Py_ssize_t p,
+                                 Py_ssize_t end) noexcept nogil:
     while p < end and CHAR_CLASS[buf[p]] == TOKEN_CHAR:
         p += 1
     return p
@@ -585,7 +587,8 @@ cdef int bad_index_token(ParseState* st, const unsigned char* buf, Py_ssize_t st
         colon += 1
     if colon == stop:
         return fail(st, NO_COLON, start, stop, 0)
-    if colon - start == 3 and buf[start] == c'q' and buf[start + 1] == c'i' and buf[start + 2] == c'd':
+    if (colon - start == 3 and buf[start] == c'q' and buf[start + 1] == c'i'
+            and buf[start + 2] == c'd'):
         return fail(st, QID_TOKEN, start, stop, 0)
     # "-5:1" and "-0:1" are integers, just not positive ones
     if colon - start >= 2 and buf[start] == c'-':
@@ -707,7 +710,8 @@ cdef class LibsvmParser:
     that returns a status other than ``Status.OK`` the parser is spent; the
     failure is described by ``status``, ``error_line`` (1-based),
     ``error_token`` (bytes) and ``error_detail`` (an index, for duplicates and
-    ``INDEX_ABOVE_LIMIT``).
+    ``INDEX_ABOVE_LIMIT``).  One thread at a time may use a parser; parsing
+    itself runs without the GIL.
     """
     cdef ParseState st
     cdef unsigned char* carry          # start of a line cut by the last chunk boundary
@@ -749,12 +753,26 @@ cdef class LibsvmParser:
 
     @property
     def max_index(self):
-        """Largest 1-based feature index stored (0 when no entry is stored)."""
+        """Largest 1-based feature index stored so far, also in rows already
+        taken by ``take_arrays`` (0 when no entry was stored)."""
         return self.st.max_index
 
     @property
     def n_rows(self):
         return self.st.n_rows
+
+    @property
+    def keep_zeros(self):
+        return self.st.keep_zeros
+
+    @property
+    def index_limit(self):
+        return self.st.index_limit
+
+    @property
+    def lines_done(self):
+        """Number of line ends consumed so far."""
+        return self.st.line - 1
 
     cdef int append_carry(self, const unsigned char* data, Py_ssize_t n) except -1:
         cdef Py_ssize_t cap = self.carry_cap
@@ -849,6 +867,18 @@ cdef class LibsvmParser:
         return labels, indptr, indices, values
 
 
+def line_start_after(const unsigned char[::1] buf not None, Py_ssize_t pos):
+    """Offset just past the first "\\n" at or after ``pos`` in ``buf``; -1 if none.
+
+    A cut there splits the buffer into whole lines (a "\\r\\n" pair stays whole).
+    """
+    cdef Py_ssize_t i = max(pos, 0), n = buf.shape[0]
+    with nogil:
+        while i < n and buf[i] != c'\n':
+            i += 1
+    return i + 1 if i < n else -1
+
+
 def parse_float(bytes token not None):
     """The value of one number token, converted as the parser converts it.
 
@@ -872,15 +902,21 @@ def parse_float(bytes token not None):
 
 cdef extern from *:
     """
-    /* A dict with room for n items without resizing; the pre-sizing call is
-       private CPython API, so later versions fall back to a plain dict. */
+    /* Dict building for row_dicts.  Pre-sizing, and inserting with a known hash
+       (an int's hash is its value), are private CPython API: later versions and
+       other interpreters use the public calls. */
     #if defined(PYPY_VERSION) || PY_VERSION_HEX >= 0x030D0000
     #define lcoding_dict_with_room(n) PyDict_New()
+    #define lcoding_dict_set_int_key(d, key, value, k) PyDict_SetItem(d, key, value)
     #else
     #define lcoding_dict_with_room(n) _PyDict_NewPresized(n)
+    #define lcoding_dict_set_int_key(d, key, value, k) \
+        _PyDict_SetItem_KnownHash(d, key, value, (Py_hash_t)(k))
     #endif
     """
     dict dict_with_room "lcoding_dict_with_room" (Py_ssize_t n)
+    int dict_set_int_key "lcoding_dict_set_int_key" (
+        dict d, PyObject* key, PyObject* value, Py_ssize_t k) except -1
 
 cdef enum:
     FLOAT_CACHE_BITS = 12       # direct-mapped cache of 4096 recently made floats
@@ -896,7 +932,7 @@ def row_dicts(const int64_t[::1] indptr not None, const int32_t[::1] indices not
     often repeat a few values); floats are immutable, so this is invisible
     except to ``is``.
     """
-    cdef Py_ssize_t n_rows = indptr.shape[0] - 1, i, slot
+    cdef Py_ssize_t n_rows = indptr.shape[0] - 1, i, slot, k
     cdef int64_t p
     cdef int32_t largest = -1
     cdef uint64_t bits
@@ -915,11 +951,12 @@ def row_dicts(const int64_t[::1] indptr not None, const int32_t[::1] indices not
         for p in range(indptr[i], indptr[i + 1]):
             memcpy(&bits, &values[p], sizeof(double))
             slot = <Py_ssize_t>((bits * <uint64_t>0x9E3779B97F4A7C15) >> (64 - FLOAT_CACHE_BITS))
-            number = cached_floats[slot]
-            if number is None or cached_bits[slot] != bits:
-                number = values[p]
-                cached_floats[slot] = number
+            if cached_floats[slot] is None or cached_bits[slot] != bits:
+                cached_floats[slot] = values[p]
                 cached_bits[slot] = bits
-            row[keys[indices[p] + 1]] = number
+            k = indices[p] + 1
+            # borrowed references: keys and cached_floats hold them
+            dict_set_int_key(row, PyList_GET_ITEM(keys, k),
+                             PyList_GET_ITEM(cached_floats, slot), k)
         out[i] = row
     return out

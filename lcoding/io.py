@@ -11,7 +11,8 @@ in text or binary mode.  gzip, bzip2 and xz data are decompressed on the fly;
 they are recognised by their magic bytes, so a compressed file needs no
 extension, and a ``.gz``/``.bz2``/``.xz`` file whose content is not of that
 format is an error.  Compressed data are decompressed in a helper thread while
-the parser (which releases the GIL) works on the previous chunk.
+the parser (which releases the GIL) works on the previous chunk; a large plain
+file is memory-mapped and its two halves are parsed at the same time.
 
 Format, and where it departs from liblinear-official's reader (which fails
 with an unlabelled ``ValueError`` on most malformed input, or silently accepts
@@ -32,7 +33,8 @@ it):
   allowed); index 0 is rejected (liblinear-official then switches to 0-based
   columns for the rest of the file); an index repeated within a row is rejected
   (liblinear-official keeps the last value in dicts and both values in CSR);
-  indices out of order are accepted and sorted, as liblinear-official does;
+  indices out of order are accepted, as by liblinear-official, and sorted (also
+  the keys of the dicts, which liblinear-official leaves in file order);
 * ``qid:`` tokens (svmlight ranking) are rejected with a message saying so.
 
 Every format error raises :class:`LibsvmFormatError` whose message starts with
@@ -60,12 +62,18 @@ from lcoding._validation import INT32_MAX, Rows
 
 __all__ = ["LibsvmFormatError", "read_libsvm", "svm_read_problem"]
 
-# Bytes handed to the parser per call.  Large enough that the per-chunk Python
-# work is negligible, small enough to keep decompression and parsing overlapped.
+# Bytes handed to the parser per call when reading streams and compressed data.
+# Large enough that the per-chunk Python work is negligible, small enough to keep
+# decompression (in a helper thread) and parsing overlapped.
 CHUNK_SIZE = 1 << 22
-# The list-of-dict mode builds dicts from one chunk while the next is parsed:
-# smaller chunks let the two overlap on small files too.
-DICT_CHUNK_SIZE = 1 << 19
+# A plain file given by path is memory-mapped and parsed in one go; from this
+# size on, as two parts at once: the tail in a helper thread (the parser
+# releases the GIL) while this thread parses the head.  For arrays the parts
+# are joined; for dicts this thread turns the head's rows into dicts while the
+# helper still parses, so there the head is the smaller part.
+PARALLEL_MIN_BYTES = 1 << 20
+HEAD_FRACTION_ARRAYS = 0.5
+HEAD_FRACTION_DICTS = 0.3
 
 STREAM_NAME = "<stream>"
 
@@ -113,8 +121,8 @@ def read_libsvm(source, n_features=None):
         Path of a plain, gzip, bzip2 or xz file, or an open file (text or binary
         mode; binary streams may hold compressed data).
     n_features : int, optional
-        Number of features of the data set.  An index above it is an error;
-        the result has ``max(n_features, largest index)`` columns.
+        Number of features (columns) of the data set; an index above it is an
+        error.  Default: the largest index that holds a non-zero value.
 
     Returns
     -------
@@ -135,8 +143,8 @@ def read_libsvm(source, n_features=None):
             raise ValueError(f"n_features={n_features} is outside [0, {INT32_MAX}]")
         n_features = int(n_features)
     limit = INT32_MAX if n_features is None else n_features
-    labels, indptr, indices, values, max_index = _parse(source, keep_zeros=False,
-                                                        index_limit=limit)
+    parts = _parsed_parts(source, False, limit, HEAD_FRACTION_ARRAYS)
+    labels, indptr, indices, values, max_index = _joined(list(parts))
     rows = Rows(values, indices, indptr, max(n_features or 0, max_index))
     return labels, rows
 
@@ -157,92 +165,154 @@ def svm_read_problem(data_source, return_scipy=False):
     or compressed); see the module docstring for the accepted format.
     """
     if return_scipy:
-        labels, indptr, indices, values, max_index = _parse(data_source, keep_zeros=False,
-                                                            index_limit=INT32_MAX)
+        parts = _parsed_parts(data_source, False, INT32_MAX, HEAD_FRACTION_ARRAYS)
+        labels, indptr, indices, values, max_index = _joined(list(parts))
         x = sp.csr_matrix((values, indices, indptr), shape=(labels.shape[0], max_index))
         return labels, x
-    # The worker thread parses chunk k+1 (without the GIL) while this thread turns
-    # the rows of chunk k into dicts (with the GIL).
     y, x = [], []
-    batches = _prefetched(_parsed_batches(data_source, keep_zeros=True, index_limit=INT32_MAX,
-                                          chunk_size=DICT_CHUNK_SIZE))
-    with contextlib.closing(batches):
-        for labels, indptr, indices, values in batches:
+    parts = _parsed_parts(data_source, True, INT32_MAX, HEAD_FRACTION_DICTS)
+    with contextlib.closing(parts):
+        for parser in parts:
+            labels, indptr, indices, values = parser.take_arrays()
             y += labels.tolist()
             x += _reader.row_dicts(indptr, indices, values)
     return y, x
 
 
-def _parse(source, keep_zeros, index_limit):
-    """``(labels, indptr, indices, values, max_index)`` of a whole source."""
+def _parsed_parts(source, keep_zeros, index_limit, head_fraction):
+    """Parse a whole source; yields the parsers holding its rows, in file order.
+
+    Each parser is yielded once its part is parsed without error (a format error
+    raises LibsvmFormatError).  Usually one parser; a large memory-mapped file
+    is parsed in two parts at once (see PARALLEL_MIN_BYTES).
+    """
     parser = _reader.LibsvmParser(keep_zeros, index_limit)
-    with _source_chunks(source) as (name, chunks):
+    with _source_chunks(source) as (name, chunks, mapped):
         for chunk in chunks:
-            if parser.feed(chunk) != Status.OK:
-                _raise_format_error(parser, name)
-        if parser.finish() != Status.OK:
-            _raise_format_error(parser, name)
-    labels, indptr, indices, values = parser.take_arrays()
-    return labels, indptr, indices, values, parser.max_index
+            if mapped and len(chunk) >= PARALLEL_MIN_BYTES:
+                yield from _parsed_in_two_parts(parser, chunk, name, head_fraction)
+                return
+            parser.feed(chunk)
+            _check(parser, name, 0)
+        parser.finish()
+        _check(parser, name, 0)
+    yield parser
 
 
-def _parsed_batches(source, keep_zeros, index_limit, chunk_size):
-    """``(labels, indptr, indices, values)`` of the rows of each chunk, in order."""
-    parser = _reader.LibsvmParser(keep_zeros, index_limit)
-    with _source_chunks(source, chunk_size) as (name, chunks):
-        for chunk in chunks:
-            if parser.feed(chunk) != Status.OK:
-                _raise_format_error(parser, name)
-            if parser.n_rows > 0:
-                yield parser.take_arrays()
-        if parser.finish() != Status.OK:
-            _raise_format_error(parser, name)
-    if parser.n_rows > 0:
-        yield parser.take_arrays()
+def _parsed_in_two_parts(head_parser, chunk, name, head_fraction):
+    """Parse ``chunk`` (a whole file) as a head, here, and a tail, in a helper thread.
+
+    Yields the head's parser while the helper may still be parsing the tail,
+    then the tail's parser.  The cut is at a line end after ``head_fraction`` of
+    the bytes; without one, the head parser takes everything.
+    """
+    with memoryview(chunk) as view:
+        cut = _reader.line_start_after(view, int(len(view) * head_fraction))
+        if cut <= 0 or cut >= len(view):
+            head_parser.feed(view)
+            _check(head_parser, name, 0)
+            head_parser.finish()
+            _check(head_parser, name, 0)
+            yield head_parser
+            return
+        tail_parser = _reader.LibsvmParser(head_parser.keep_zeros, head_parser.index_limit)
+        failure = []
+
+        def parse_tail():
+            try:
+                if tail_parser.feed(tail) == Status.OK:
+                    tail_parser.finish()
+            except BaseException as err:  # re-raised in the calling thread
+                failure.append(err)
+
+        with view[:cut] as head, view[cut:] as tail:
+            helper = threading.Thread(target=parse_tail, name="lcoding-read-tail")
+            helper.start()
+            try:
+                head_parser.feed(head)
+                _check(head_parser, name, 0)
+                head_parser.finish()      # the head ends with a line end: nothing left
+                yield head_parser         # the caller uses it while the helper parses
+            finally:
+                helper.join()
+    if failure:
+        raise failure[0]
+    _check(tail_parser, name, head_parser.lines_done)
+    yield tail_parser
 
 
-def _raise_format_error(parser, name):
+def _check(parser, name, lines_before):
+    """Raise the parser's format error, if any; its lines follow ``lines_before`` lines."""
+    if parser.status != Status.OK:
+        _raise_format_error(parser, name, lines_before)
+
+
+def _joined(parsers):
+    """``(labels, indptr, indices, values, max_index)`` of all rows of the parsers."""
+    parts = [parser.take_arrays() for parser in parsers]
+    max_index = max(parser.max_index for parser in parsers)
+    if len(parts) == 1:
+        return (*parts[0], max_index)
+    labels = np.concatenate([part[0] for part in parts])
+    indices = np.concatenate([part[2] for part in parts])
+    values = np.concatenate([part[3] for part in parts])
+    offsets = np.cumsum([0] + [part[1][-1] for part in parts[:-1]])
+    indptr = np.concatenate([parts[0][1][:1]]
+                            + [part[1][1:] + offset for part, offset in zip(parts, offsets)])
+    return labels, indptr, indices, values, max_index
+
+
+def _raise_format_error(parser, name, lines_before):
     status = parser.status
+    line = lines_before + parser.error_line
     if status == Status.NO_MEMORY:
-        raise MemoryError(f"{name}:{parser.error_line}: out of memory while reading")
+        raise MemoryError(f"{name}:{line}: out of memory while reading")
     token = parser.error_token.decode("ascii", "backslashreplace")
     if len(token) > 60:
         token = token[:57] + "..."
     problem = _MESSAGES[status].format(token=repr(token), detail=parser.error_detail)
     if status == Status.BAD_LABEL and ":" in token:
         problem += " (this line has no label)"
-    raise LibsvmFormatError(name, parser.error_line, problem)
+    raise LibsvmFormatError(name, line, problem)
 
 
 @contextlib.contextmanager
-def _source_chunks(source, chunk_size=None):
-    """``(name, iterator of bytes-like chunks)`` for a path or an open file object.
+def _source_chunks(source):
+    """``(name, iterator of bytes-like chunks, mapped)`` for a path or a file object.
 
-    A chunk may be a view of a buffer that the next chunk reuses: consume each
-    one before asking for the next (the parser does, copying only a cut line).
+    ``mapped``: the only chunk is a memory map of the whole (plain) file.
+
+    A chunk may be a view of a buffer that the next chunk reuses, or of a memory
+    map: consume each one before asking for the next (the parser does, copying
+    only a cut line).
     """
-    chunk_size = CHUNK_SIZE if chunk_size is None else chunk_size
+    chunk_size = CHUNK_SIZE
     if isinstance(source, (str, bytes, os.PathLike)):
         path = os.fspath(source)
         name = os.fsdecode(path)
         expected = _EXTENSIONS.get(os.path.splitext(name)[1].lower())
         with open(path, "rb") as stream:
-            with contextlib.closing(_stream_chunks(stream, name, expected, True, chunk_size)) as chunks:
-                yield name, chunks
+            mapped = _mapped_file(stream) if expected is None else None
+            if mapped is not None:
+                with mapped, memoryview(mapped) as view:
+                    if _compression_of(bytes(view[:_MAGIC_LENGTH])) is None:
+                        yield name, [view], True
+                        return
+            chunks = _stream_chunks(stream, name, expected, chunk_size)
+            with contextlib.closing(chunks):
+                yield name, chunks, False
     elif hasattr(source, "read"):
-        with contextlib.closing(_stream_chunks(source, STREAM_NAME, None, False, chunk_size)) as chunks:
-            yield STREAM_NAME, chunks
+        chunks = _stream_chunks(source, STREAM_NAME, None, chunk_size)
+        with contextlib.closing(chunks):
+            yield STREAM_NAME, chunks, False
     else:
         raise TypeError(f"data_source must be a path or an open file object, "
                         f"not {type(source).__name__}")
 
 
-def _stream_chunks(stream, name, expected, whole_file, chunk_size):
-    """Chunks of a stream's (decompressed) content.
-
-    ``whole_file``: the stream was just opened by us, so a plain regular file
-    can be memory-mapped from its start instead of copied.
-    """
+def _stream_chunks(stream, name, expected, chunk_size):
+    """Chunks of a stream's (decompressed) content; ``expected``: compression
+    announced by the file name."""
     head = stream.read(_MAGIC_LENGTH)
     if isinstance(head, str):        # text mode: already decoded, never compressed
         while head:
@@ -255,22 +325,21 @@ def _stream_chunks(stream, name, expected, whole_file, chunk_size):
         if not more:
             break
         head += more
-    kind = next((kind for kind, magic in _MAGIC if head.startswith(magic)), None)
+    kind = _compression_of(head)
     if expected is not None and kind != expected and head:
         raise ValueError(f"{name}: the file name says {expected} data, but the content "
                          f"does not start with the {expected} magic bytes")
     if kind is not None:
-        yield from _prefetched(_decompressed_chunks(_Replayed(head, stream), kind, name, chunk_size))
+        decompressed = _decompressed_chunks(_Replayed(head, stream), kind, name, chunk_size)
+        yield from _prefetched(decompressed)
     elif head:
-        mapped = _mapped_file(stream) if whole_file else None
-        if mapped is not None:
-            with mapped, memoryview(mapped) as view:
-                for start in range(0, len(view), chunk_size):
-                    with view[start:start + chunk_size] as chunk:
-                        yield chunk
-        else:
-            yield head
-            yield from _plain_chunks(stream, chunk_size)
+        yield head
+        yield from _plain_chunks(stream, chunk_size)
+
+
+def _compression_of(head):
+    """"gzip", "bz2", "xz" or None, from the first bytes of a file."""
+    return next((kind for kind, magic in _MAGIC if head.startswith(magic)), None)
 
 
 def _mapped_file(stream):
@@ -347,10 +416,10 @@ _ITEM, _END, _ERROR = object(), object(), object()
 def _prefetched(items, depth=2):
     """Iterate the generator ``items`` in a worker thread, up to ``depth`` items ahead.
 
-    The producers (decompression, parsing) release the GIL, so the caller works
-    on one item while the worker makes the next.  The first item is made in the
-    calling thread: an input of one chunk costs no thread.  Closing this
-    generator stops the worker.
+    Decompression releases the GIL, so the caller parses one chunk while the
+    worker decompresses the next.  The first item is made in the calling thread:
+    an input of one chunk costs no thread.  Closing this generator stops the
+    worker.
     """
     handoff = queue.Queue(maxsize=depth)
     stop = threading.Event()
