@@ -19,7 +19,7 @@
 from libc.math cimport fabs
 from libc.stdint cimport int64_t, uint64_t
 
-from lcoding._rng cimport rng_below
+from lcoding._rng cimport rng_shuffle_prefix
 from lcoding._rows cimport CodedRows, make_rows, coded_dot, coded_axpy
 
 
@@ -55,9 +55,7 @@ def svr_dual_pass(
     cdef uint64_t* state = &rng_state[0]
 
     with nogil:
-        for s in range(active_size):
-            j = s + rng_below(state, active_size - s)
-            tmp = index[s]; index[s] = index[j]; index[j] = tmp
+        rng_shuffle_prefix(&index[0], active_size, state)
 
         s = 0
         while s < active_size:

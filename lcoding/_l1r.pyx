@@ -31,19 +31,10 @@
 from libc.math cimport fabs, exp, log
 from libc.stdint cimport int64_t, uint64_t
 
-from lcoding._rng cimport rng_below
+from lcoding._rng cimport rng_shuffle_prefix
 
 cdef double SIGMA = 0.01            # Armijo sufficient-decrease constant
 cdef int MAX_NUM_LINESEARCH = 20
-
-
-cdef inline void permute_prefix(int[::1] index, Py_ssize_t n, uint64_t* state) noexcept nogil:
-    # uniformly random order of index[0:n] (Fisher-Yates)
-    cdef Py_ssize_t s, j
-    cdef int tmp
-    for s in range(n):
-        j = s + rng_below(state, n - s)
-        tmp = index[s]; index[s] = index[j]; index[j] = tmp
 
 
 def column_weighted_sums(
@@ -97,7 +88,8 @@ def l1r_l2svc_pass(
         raise ValueError("l1r_l2svc_pass: arrays disagree with the rows or columns")
 
     with nogil:
-        permute_prefix(index, active_size, &rng_state[0])
+        if active_size > 0:
+            rng_shuffle_prefix(&index[0], active_size, &rng_state[0])
         s = 0
         while s < active_size:
             j = index[s]
@@ -315,7 +307,8 @@ def l1r_lr_cd_cycle(
         raise ValueError("l1r_lr_cd_cycle: arrays disagree with the rows or columns")
 
     with nogil:
-        permute_prefix(index, QP_active_size, &rng_state[0])
+        if QP_active_size > 0:
+            rng_shuffle_prefix(&index[0], QP_active_size, &rng_state[0])
         s = 0
         while s < QP_active_size:
             j = index[s]

@@ -25,7 +25,7 @@ from libc.math cimport fabs, INFINITY
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport qsort
 
-from lcoding._rng cimport rng_below
+from lcoding._rng cimport rng_shuffle_prefix
 
 # Above this many active classes the sub-problem sorts with qsort; below, insertion
 # sort is faster (no call per comparison) and the usual case.
@@ -146,9 +146,7 @@ def mcsvm_cs_pass(
     Wp = &W[0, 0] if W.shape[0] > 0 else NULL
 
     with nogil:
-        for s in range(active_size):
-            j = s + rng_below(state, active_size - s)
-            tmp = index[s]; index[s] = index[j]; index[j] = tmp
+        rng_shuffle_prefix(&index[0], active_size, state)
 
         s = 0
         while s < active_size:

@@ -23,3 +23,13 @@ cdef inline Py_ssize_t rng_below(uint64_t* state, Py_ssize_t bound) noexcept nog
 cdef inline double rng_uniform(uint64_t* state) noexcept nogil:
     # Uniform double in [0, 1) from the top 53 bits.
     return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0)
+
+
+cdef inline void rng_shuffle_prefix(int* index, Py_ssize_t n, uint64_t* state) noexcept nogil:
+    # Uniformly random order of index[0:n] (Fisher-Yates): the visiting order of
+    # one coordinate-descent pass over the active set.
+    cdef Py_ssize_t s, j
+    cdef int tmp
+    for s in range(n):
+        j = s + rng_below(state, n - s)
+        tmp = index[s]; index[s] = index[j]; index[j] = tmp
