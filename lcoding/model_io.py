@@ -22,6 +22,7 @@ never leaves a half-written model behind.
 """
 from __future__ import annotations
 
+import importlib
 import os
 import tempfile
 
@@ -33,6 +34,8 @@ from lcoding.options import REGRESSION_SOLVERS, SolverType
 # Extra model types (locally linear models) register here: coding name -> class with
 # block_shapes(header, base) and from_file(header, base, blocks); see local_model.py.
 MODEL_TYPES: dict = {}
+# Modules defining model types, imported when a file names a coding not yet registered.
+_MODEL_MODULES = ("lcoding.local_model", "lcoding.kq_metrics", "lcoding.invariant")
 
 _LIBLINEAR_KEYS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
 
@@ -244,8 +247,9 @@ def model_from_text(text: str, name: str = "<model>") -> Model:
             raise cur.error(f"lcoding_format {extra['lcoding_format']} is newer than this lcoding "
                             f"understands (1)")
         coding = extra.get("coding")
-        if not MODEL_TYPES:
-            from lcoding import local_model  # noqa: F401  (registers the local model types)
+        if coding not in MODEL_TYPES:
+            for module in _MODEL_MODULES:   # each registers its coding names on import
+                importlib.import_module(module)
         model_type = MODEL_TYPES.get(coding)
         if model_type is None:
             raise cur.error(f"unknown coding {coding!r} in an lcoding model file")

@@ -38,6 +38,8 @@ class SolverType(IntEnum):
     L2R_L1LOSS_SVR_DUAL = 13
     ONECLASS_SVM = 21
     L2R_L1LOSS_SVC_SGD = 30
+    KQ_METRICS = 40
+    KQ_FLATS = 41
 
 
 SOLVER_DESCRIPTIONS = {
@@ -55,6 +57,8 @@ SOLVER_DESCRIPTIONS = {
     21: "one-class support vector machine (dual)",
     30: "L2-regularized L1-loss (hinge) support vector classification by SGD "
         "(SVMSGD2; the LL-SVM paper's Algorithm 1)",
+    40: "discriminative k q-metrics (Szlam & Sapiro 2009)",
+    41: "supervised k q-flats (k-subspaces per class, nearest subspace)",
 }
 
 REGRESSION_SOLVERS = frozenset({11, 12, 13})
@@ -63,6 +67,7 @@ DUAL_SVC_SOLVERS = frozenset({1, 3})
 # Solvers whose training is implemented.  Issue-by-issue this set grows; a solver
 # outside it loads and predicts but ``train`` raises naming it.
 TRAINABLE_SOLVERS = set(DUAL_SVC_SOLVERS) | {30}
+TRAINABLE_SOLVERS |= {40, 41}    # k q-metrics, lcoding/kq_metrics.py
 
 
 class OptionError(ValueError):
@@ -121,6 +126,28 @@ class TrainParams:
     kmeans_batch: int = 0          # -M  mini-batch size for k-means (0: full Lloyd)
     kernel_map: int = 0            # -K  additive kernel map before the local model
     kernel_map_order: int = 1      # -O  terms of the homogeneous kernel map
+    # k q-metrics (issue 7, lcoding/kq_metrics.py); -k = clusters per class, -E = passes
+    kq_dim: int = 20               # -Q  rows q of every metric F_ij
+    kq_mu1: float = 1.05           # -U  own-class margin mu1
+    kq_mu2: float = 0.95           # -V  other-class margin mu2
+    kq_dt: float = 0.1             # -D  time step
+    kq_alpha1: float = 2.0         # -i  weight of the own-class term
+    kq_alpha2: float = 1.0         # -o  weight of the other-class term
+    kq_update: int = 0             # -G  0 printed rule, 1 exact gradient, 2 alpha-weighted
+    kq_pass: int = 2               # -F  0 stochastic, 1 / 2 semi-stochastic
+    kq_pca: int = 0                # -l  PCA dimensions (0: none)
+    kq_sphere: int = 1             # -Z  project onto the unit sphere
+    kq_restarts: int = 1           # -W  restarts voting in one model
+    # kernels and invariances (issue 8, lcoding/invariant.py)
+    kernel_type: int = -1          # -t  LIBSVM kernel; -1 (not given): no kernel
+    degree: int = 3                # -d  LIBSVM polynomial degree
+    kernel_gamma: float = 0.0      # -g  LIBSVM gamma; 0: 1/nr_feature (LIBSVM's default)
+    coef0: float = 0.0             # -r  LIBSVM coef0
+    invariance: int = 0            # -H  0 kernel PCA map, 1 IHKPCA, 2 ISVM, 3 VSV
+    tangents: int = 0              # -J  image translations used as tangent vectors
+    image_width: int = 0           # -N  image width in pixels (0: square images)
+    invariance_gamma: float = 0.0  # -Y  gamma of C_gamma = (1-gamma) I + gamma sum dx dx^T
+    n_landmarks: int = 3000        # -X  landmarks of the kernel PCA map
 
     @property
     def nr_weight(self) -> int:
@@ -153,7 +180,7 @@ class Option:
 
 
 def _solver_help() -> str:
-    return "set type of solver (default 1)"
+    return "set type of solver"
 
 
 TRAIN_OPTIONS = (
@@ -183,7 +210,8 @@ TRAIN_OPTIONS = (
            "5 C-OCC planes, 6 LLC reconstruction", origin="lcoding", metavar="coding"),
     Option("-A", "n_anchors", int, "100", "number of anchor points (planes for -L 4, 5)",
            origin="lcoding", metavar="n"),
-    Option("-k", "n_neighbors", int, "8", "nearest anchors used by codings 1, 2, 6",
+    Option("-k", "n_neighbors", int, "8", "nearest anchors used by codings 1, 2, 6; "
+           "clusters per class for -s 40, 41",
            origin="lcoding", metavar="n"),
     Option("-u", "coding_param", float, "1",
            "coding parameter: -L 1 power p of gamma ~ 1/d^p (d = squared distance; 0.5 = "
@@ -195,7 +223,7 @@ TRAIN_OPTIONS = (
            origin="lcoding", metavar="mode"),
     Option("-m", "n_threads", int, "1", "number of threads (one-vs-rest classes, coding)",
            origin="lcoding", metavar="threads"),
-    Option("-E", "epochs", int, "10", "passes over the data for -s 30", origin="lcoding",
+    Option("-E", "epochs", int, "10", "passes over the data for -s 30, 40", origin="lcoding",
            metavar="epochs"),
     Option("-T", "t0", float, "100", "-s 30 learning rate 1/(lambda (t + t0)), lambda = 1/(C l)",
            origin="lcoding", metavar="t0"),
@@ -212,6 +240,61 @@ TRAIN_OPTIONS = (
     Option("-O", "kernel_map_order", int, "1",
            "order n of the homogeneous kernel map (2n+1 features per input feature)",
            origin="lcoding", metavar="n"),
+    Option("-t", "kernel_type", int, "none",
+           "LIBSVM kernel, mapped by kernel PCA (or used by -H 2, 3): 0 linear u'v, "
+           "1 polynomial (gamma u'v + coef0)^degree, 2 radial basis exp(-gamma |u-v|^2), "
+           "3 sigmoid tanh(gamma u'v + coef0); not given: no kernel (LIBLINEAR)",
+           origin="LIBSVM", metavar="kernel_type"),
+    Option("-d", "degree", int, "3", "set degree in kernel function", origin="LIBSVM",
+           metavar="degree"),
+    Option("-g", "kernel_gamma", float, "1/num_features", "set gamma in kernel function",
+           origin="LIBSVM", metavar="gamma"),
+    Option("-r", "coef0", float, "0", "set coef0 in kernel function", origin="LIBSVM",
+           metavar="coef0"),
+    Option("-H", "invariance", int, "0",
+           "kernel machine: 0 kernel PCA map + the -s solver, 1 IHKPCA (invariant hyperplane "
+           "in kernel PCA coordinates; without -t: invariant linear SVM), 2 ISVM (kernel SVM "
+           "with the tangent kernel, SMO; -Y 0: plain kernel SVM), 3 VSV (kernel SVM on the "
+           "training set plus its translated copies)", origin="lcoding", metavar="method"),
+    Option("-J", "tangents", int, "0",
+           "tangent vectors from 1-pixel image translations (finite differences, vacated "
+           "pixels = 0): 0 none, 1 horizontal (right), 2 vertical (up), 3 both",
+           origin="lcoding", metavar="kind"),
+    Option("-N", "image_width", int, "0",
+           "image width for -J (pixels row by row); 0: square images", origin="lcoding",
+           metavar="width"),
+    Option("-Y", "invariance_gamma", float, "0",
+           "invariance weight gamma in [0, 1) for -H 1, 2: 0 plain SVM, towards 1 invariant",
+           origin="lcoding", metavar="gamma"),
+    Option("-X", "n_landmarks", int, "3000",
+           "landmarks of the kernel PCA map (-H 0, 1): random training points; all of them "
+           "when there are fewer", origin="lcoding", metavar="n"),
+    Option("-Q", "kq_dim", int, "20", "-s 40, 41: dimension q of every metric / subspace",
+           origin="lcoding", metavar="q"),
+    Option("-U", "kq_mu1", float, "1.05", "-s 40: own-class margin mu1 (> mu2)",
+           origin="lcoding", metavar="mu1"),
+    Option("-V", "kq_mu2", float, "0.95", "-s 40: other-class margin mu2",
+           origin="lcoding", metavar="mu2"),
+    Option("-D", "kq_dt", float, "0.1", "-s 40: time step dt", origin="lcoding", metavar="dt"),
+    Option("-i", "kq_alpha1", float, "2", "-s 40: weight alpha1 of the own-class term (-G 1, 2)",
+           origin="lcoding", metavar="alpha1"),
+    Option("-o", "kq_alpha2", float, "1", "-s 40: weight alpha2 of the other-class term (-G 1, 2)",
+           origin="lcoding", metavar="alpha2"),
+    Option("-G", "kq_update", int, "0",
+           "-s 40 step F += s (mu - z) F x x': 0 as printed in the paper (s = dt), 1 exact "
+           "gradient (s = 4 alpha dt), 2 alpha-weighted (s = alpha dt)", origin="lcoding",
+           metavar="rule"),
+    Option("-F", "kq_pass", int, "2",
+           "-s 40 pass: 0 stochastic (all norms per point), 1 semi-stochastic (pass-start "
+           "violators, current norms), 2 semi-stochastic (pass-start violators and "
+           "assignments)", origin="lcoding", metavar="type"),
+    Option("-l", "kq_pca", int, "0", "-s 40, 41: PCA to p dimensions before the metrics (0: none)",
+           origin="lcoding", metavar="p"),
+    Option("-Z", "kq_sphere", int, "1", "-s 40, 41: project points onto the unit sphere (0/1)",
+           origin="lcoding", metavar="0/1"),
+    Option("-W", "kq_restarts", int, "1",
+           "-s 40, 41: independent restarts in one model, predicting by majority vote",
+           origin="lcoding", metavar="r"),
 )
 
 PREDICT_OPTIONS = (
@@ -375,6 +458,9 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
     for label, weight in zip(params.weight_label, params.weight):
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"Error: weight of class {label} must be finite and >= 0 (option -w{label})")
+    if params.flag_find_parameters and (params.kernel_type >= 0 or params.invariance):
+        raise ValueError("-C: the parameter search runs linear solvers only; it cannot be "
+                         "combined with a kernel (-t) or an invariance method (-H)")
 
 
 def _usage(prog_line: str, options, extra: str = "") -> str:
@@ -394,6 +480,9 @@ def _usage(prog_line: str, options, extra: str = "") -> str:
             lines.append(f"\t21 -- {SOLVER_DESCRIPTIONS[21]}")
             lines.append("  for classification by SGD (linear, or locally linear with -L)")
             lines.append(f"\t30 -- {SOLVER_DESCRIPTIONS[30]}")
+            lines.append("  for multi-class classification by class-wise metrics")
+            for k in (40, 41):
+                lines.append(f"\t{k} -- {SOLVER_DESCRIPTIONS[k]}")
     return "\n".join(lines) + ("\n" + extra if extra else "") + "\n"
 
 
@@ -407,6 +496,7 @@ def predict_usage() -> str:
 
 def options_markdown() -> str:
     """``docs/options.md``, generated from the tables above."""
+    from lcoding import training  # noqa: F401  (registers every trainable solver)
     out = ["# Options", "",
            "Generated from `lcoding/options.py` by `python -m lcoding.options > docs/options.md`;",
            "do not edit by hand.", "",
@@ -429,4 +519,6 @@ def options_markdown() -> str:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    print(options_markdown(), end="")
+    # import the real module: the solver registry updates lcoding.options, not __main__
+    from lcoding.options import options_markdown as _markdown
+    print(_markdown(), end="")

@@ -86,6 +86,12 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     if y.shape[0] != rows.n_rows:
         raise ValueError(f"len(y) = {y.shape[0]} differs from the {rows.n_rows} instances in x")
     solver_type = int(params.solver_type)
+    if params.kernel_type >= 0 or params.invariance or params.tangents:   # -t / -H / -J
+        from lcoding.invariant import train_kernel_model
+        return train_kernel_model(y, rows, params, info, seed_path=seed_path)
+    if solver_type in (SolverType.KQ_METRICS, SolverType.KQ_FLATS):
+        from lcoding.kq_metrics import train_kq_model
+        return train_kq_model(y, rows, params, info, seed_path=seed_path)
     if getattr(params, "coding", 0) != 0 or solver_type == SolverType.L2R_L1LOSS_SVC_SGD:
         from lcoding.local_model import train_local_model
         return train_local_model(y, rows, params, info, seed_path=seed_path)
