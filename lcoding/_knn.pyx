@@ -27,6 +27,9 @@ cdef double INF = float("inf")
 # relative size below which a squared distance counts as zero (BLAS cancellation
 # in ||x||^2 - 2 x.v + ||v||^2 is ~1e-13 relative for d ~ 1000)
 cdef double ZERO_REL = 1e-10
+# classes accumulated in a stack buffer by local_decision_values
+cdef enum:
+    ACC_MAX = 64
 
 
 cdef double[::1] _zeros(Py_ssize_t size):
@@ -266,21 +269,40 @@ def local_decision_values(
         const double[:, ::1] coding_weight, # IN (n, k)
         const double[:, ::1] W,             # IN (n_anchors * stride, nr_w), anchor-major
         Py_ssize_t nr_feature, double bias,
-        double[:, ::1] out):                # OUT (n, nr_w)
+        double[:, ::1] out,                 # OUT (n, nr_w)
+        const int[::1] order=None):         # IN rows to compute, in this order (None: all)
     """``out[i, c] = sum_j gamma_ij (W_c[a_ij] . [x_i; B])``: gathers k rows of W
-    per sample for all classes at once (columns >= nr_feature are ignored)."""
+    per sample for all classes at once (columns >= nr_feature are ignored).
+
+    ``order`` only changes which rows are computed and when, never a value: rows
+    sorted by their nearest anchor reuse the same rows of ``W`` from cache."""
     cdef Py_ssize_t n = out.shape[0], nr_w = out.shape[1], k = anchor_idx.shape[1]
     cdef Py_ssize_t stride = nr_feature + (1 if bias >= 0 else 0)
-    cdef Py_ssize_t i, j, c, col, base
+    cdef Py_ssize_t s, n_todo, i, j, c, col, base
     cdef int64_t p
     cdef double g, v
     cdef double* o
     cdef const double* wrow
+    cdef bint ordered = order is not None
+    cdef double acc[ACC_MAX]
+    cdef double* a_ptr
+    if anchor_idx.shape[0] != n or coding_weight.shape[0] != n or X_indptr.shape[0] != n + 1:
+        raise ValueError("local_decision_values: inconsistent row counts")
+    n_todo = order.shape[0] if ordered else n
     with nogil:
-        for i in range(n):
+        for s in range(n_todo):
+            i = order[s] if ordered else s
+            if i < 0 or i >= n:
+                continue
             o = &out[i, 0]
+            # accumulate in a local buffer (no aliasing with W: the compiler keeps
+            # it in registers / vectorises) when the classes fit
+            if nr_w <= ACC_MAX:
+                a_ptr = &acc[0]
+            else:
+                a_ptr = o
             for c in range(nr_w):
-                o[c] = 0.0
+                a_ptr[c] = 0.0
             for j in range(k):
                 g = coding_weight[i, j]
                 if g == 0.0:
@@ -292,9 +314,12 @@ def local_decision_values(
                         v = g * X_data[p]
                         wrow = &W[base + col, 0]
                         for c in range(nr_w):
-                            o[c] += v * wrow[c]
+                            a_ptr[c] += v * wrow[c]
                 if bias >= 0:
                     v = g * bias
                     wrow = &W[base + nr_feature, 0]
                     for c in range(nr_w):
-                        o[c] += v * wrow[c]
+                        a_ptr[c] += v * wrow[c]
+            if a_ptr != o:
+                for c in range(nr_w):
+                    o[c] = a_ptr[c]

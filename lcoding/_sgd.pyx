@@ -84,3 +84,39 @@ def sgd_epoch(
     state[1] = t
     state[2] = count
     return loss, n_viol
+
+
+def hinge_loss_sum(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        Py_ssize_t n_features,
+        const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN (0 rows: linear)
+        const signed char[::1] y,   # IN +1 / -1
+        const double[::1] cost,     # IN per-row loss weight
+        const double[::1] W,        # IN (n_anchors * n_features) local weights (unscaled)
+        const double[::1] b,        # IN (n_anchors,) biases
+        double bias):
+    """``sum_i cost_i max(0, 1 - y_i f(x_i))`` for the final weights: the data term
+    of the primal objective that ``-s 30`` reports (one pass of dot products)."""
+    cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, -1.0,
+                                    anchor_idx, coding_weight)
+    cdef Py_ssize_t n = y.shape[0], k = rows.k
+    cdef Py_ssize_t i, j, base
+    cdef double f, bsum, margin, total = 0.0
+    cdef bint linear = rows.anchor_idx == NULL
+    cdef const double* Wp = &W[0]
+    with nogil:
+        for i in range(n):
+            f = coded_dot(&rows, i, Wp)
+            if bias >= 0:
+                bsum = 0.0
+                if linear:
+                    bsum = b[0]
+                else:
+                    base = i * k
+                    for j in range(k):
+                        bsum += rows.coding_weight[base + j] * b[rows.anchor_idx[base + j]]
+                f += bias * bsum
+            margin = y[i] * f
+            if margin < 1.0:
+                total += cost[i] * (1.0 - margin)
+    return total

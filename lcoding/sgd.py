@@ -57,7 +57,14 @@ def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) ->
     w[:, :d] = W.reshape(m, d)
     if prob.bias >= 0:
         w[:, d] = b
-    objective = 0.5 * lam * float(W @ W) + loss / max(n, 1)
+    # the true primal objective of the returned weights (one extra pass of dot
+    # products), not the running loss of the last epoch
+    hinge = _sgd.hinge_loss_sum(rows.data, rows.indices, rows.indptr, d, anchor_idx,
+                                coding_weight, y, cost, W, b, prob.bias)
+    objective = 0.5 * lam * float(W @ W) + hinge / max(n, 1)
     info(f"\noptimization finished, #epoch = {params.epochs}\n")
-    info(f"last-epoch average hinge loss = {loss / max(n, 1):f}\n")
-    return SolveResult(w.reshape(-1), params.epochs, objective)
+    info(f"Objective value = {objective:f} (lambda/2 ||W||^2 + mean hinge loss, "
+         f"lambda = {lam:g}; last-epoch running hinge loss {loss / max(n, 1):f})\n")
+    return SolveResult(w.reshape(-1), params.epochs, objective,
+                       extra={"hinge_loss": hinge / max(n, 1),
+                              "running_hinge_loss": loss / max(n, 1)})

@@ -144,6 +144,18 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     return SolveResult(W, it, objective, alpha)
 
 
+# What to do when the dual CD of a locally linear model stops at the iteration cap
+# (there is no primal -s 2 fallback on coded rows).  The dual CD slows down when the
+# implicit features gamma(x) (x) [x; B] are badly conditioned: unscaled inputs with
+# a large common component (LETTER's raw 0..15 values), or LLC weights of mixed
+# sign (-L 6 with a small ridge).  The model is still usable (the weights of the
+# last pass), as LIBLINEAR's is.  docs/llsvm.md, "Convergence of the dual CD".
+LOCAL_CAP_REMEDY = (
+    "The locally linear dual CD converges slowly on badly conditioned codes: scale the "
+    "features (e.g. to [-1, 1] as svm-scale does), lower -c, raise the LLC ridge -u with "
+    "-L 6 or use the Gaussian coding -L 2, or train with -s 30; see docs/llsvm.md\n")
+
+
 def _train_l2loss_svc_dual(prob, params, info):
     res = solve_l2r_l1l2_svc(prob, params, info, "l2")
     if res.n_iter >= params.max_iter:
@@ -152,14 +164,19 @@ def _train_l2loss_svc_dual(prob, params, info):
             info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
             # LIBLINEAR continues Newton from the dual solution's w
             return fallback(prob, params, info, tol_scale=0.1, init_w=res.w)
-        info("\nWARNING: reaching max number of iterations\n\n")
+        remedy = LOCAL_CAP_REMEDY if prob.coding is not None else ""
+        info("\nWARNING: reaching max number of iterations\n" + remedy + "\n")
     return res
 
 
 def _train_l1loss_svc_dual(prob, params, info):
     res = solve_l2r_l1l2_svc(prob, params, info, "l1")
     if res.n_iter >= params.max_iter:
-        info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster (also see FAQ)\n\n")
+        if prob.coding is not None:
+            info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
+        else:
+            info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster "
+                 "(also see FAQ)\n\n")
     return res
 
 

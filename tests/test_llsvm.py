@@ -201,6 +201,70 @@ def test_sgd_decay_matches_a_dense_reference(rng):
     np.testing.assert_allclose(b, br, rtol=1e-10, atol=1e-12)
 
 
+def test_sgd_reports_the_true_primal_objective(shared_data):
+    # -s 30's "Objective value" = lambda/2 ||W||^2 + mean hinge loss of the final
+    # weights (biases unregularised), checked against the materialised features
+    from lcoding.coding import LocalCoding
+    from lcoding.sgd import solve_sgd_hinge
+    from lcoding.solvers import BinaryProblem, Coding
+    y, X, _, _ = subset(shared_data, "banana", 400)
+    rows = as_rows(X)
+    y_pm = np.where(y == y[0], 1, -1).astype(np.int8)
+    coder = LocalCoding(1, rows.to_csr().toarray()[:12], 3, 1.0)
+    idx, wt = coder.code(rows)
+    C = 2.0
+    prob = BinaryProblem(rows, y_pm, C, C, 1.0, np.array([5], dtype=np.uint64),
+                         coding=Coding(idx, wt, coder.n_anchors))
+    out = io.StringIO()
+    res = solve_sgd_hinge(prob, parse_train_options(f"-s 30 -c {C} -E 3"), Messages(stream=out))
+    m, d = coder.n_anchors, rows.n_features
+    w = res.w.reshape(m, d + 1)
+    Xd = rows.to_csr().toarray()
+    f = np.array([sum(wt[i, j] * (w[idx[i, j], :d] @ Xd[i] + w[idx[i, j], d])
+                      for j in range(idx.shape[1])) for i in range(rows.n_rows)])
+    lam = 1.0 / (C * rows.n_rows)
+    ref = 0.5 * lam * float(np.sum(w[:, :d] ** 2)) + float(np.mean(np.maximum(0, 1 - y_pm * f)))
+    assert res.objective == pytest.approx(ref, rel=1e-10)
+    assert res.extra["hinge_loss"] == pytest.approx(float(np.mean(np.maximum(0, 1 - y_pm * f))),
+                                                    rel=1e-10)
+    assert f"Objective value = {ref:f}" in out.getvalue()
+
+
+def test_threaded_prediction_equals_numpy_reference(shared_data):
+    # coding and the W gathers run over 256-row ranges in threads: bit-identical
+    # to one thread, and equal to Z w on the materialised features
+    y, X, ty, tX = subset(shared_data, "usps", 600, 700)
+    model = train(y, X, "-s 1 -L 2 -u 0.1 -A 12 -k 4 -B 1")
+    rows = as_rows(tX)
+    one = model.decision_values(rows)
+    for threads in (2, 3):
+        np.testing.assert_array_equal(model.decision_values(rows, n_threads=threads), one)
+    ref = materialise(model, tX) @ model.w
+    np.testing.assert_allclose(one, ref, rtol=1e-10, atol=1e-10)
+
+
+def test_single_threaded_blas_context():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from lcoding.coding import CODE_BLOCK, single_threaded_blas
+    with single_threaded_blas(10 * CODE_BLOCK):
+        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+        assert all(p["num_threads"] == 1 for p in blas)
+    with single_threaded_blas(CODE_BLOCK) as ctx:     # one block: no switch
+        assert ctx is None
+
+
+def test_local_dual_cd_cap_names_the_remedy(shared_data):
+    y, X, _, _ = subset(shared_data, "letter", 500)
+    params = parse_train_options("-s 1 -L 6 -A 10 -k 4 -B 1 -c 10")
+    params.max_iter = 2
+    out = io.StringIO()
+    model = train_model(y, as_rows(X), params, Messages(stream=out))
+    text = out.getvalue()
+    assert "WARNING: reaching max number of iterations" in text
+    assert "scale the features" in text and "-s 2" not in text
+    assert np.isfinite(model.w).all()
+
+
 # ------------------------------------------------------------------ accuracy floors
 @pytest.mark.parametrize("opts", [
     "-s 30 -L 1 -A 100 -k 8 -B 1 -c 1",        # the paper's SGD LL-SVM
