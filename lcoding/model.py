@@ -8,6 +8,8 @@ add their coding; the interfaces only use the methods defined here.
 """
 from __future__ import annotations
 
+import abc
+
 import numpy as np
 
 from lcoding._predict import linear_decision_values
@@ -15,8 +17,8 @@ from lcoding._validation import Rows
 from lcoding.options import PROBABILITY_SOLVERS, REGRESSION_SOLVERS, SolverType
 
 
-class Model:
-    """Common surface of every lcoding model."""
+class Model(abc.ABC):
+    """Common surface of every lcoding model (subclasses define decision_values)."""
     solver_type: int
     nr_class: int
     nr_feature: int
@@ -38,8 +40,9 @@ class Model:
             return 1
         return self.nr_class
 
-    def decision_values(self, rows: Rows) -> np.ndarray:  # pragma: no cover - abstract
-        raise NotImplementedError
+    @abc.abstractmethod
+    def decision_values(self, rows: Rows) -> np.ndarray:
+        """Decision values ``(n_rows, nr_w)`` of validated rows."""
 
     def labels_from_values(self, dec: np.ndarray) -> np.ndarray:
         """LIBLINEAR's predict_values rule, vectorised over rows."""
