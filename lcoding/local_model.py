@@ -30,6 +30,7 @@ from lcoding._validation import Rows
 from lcoding.anchors import learn_anchors
 from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KERNEL_MAP_BY_NAME, KernelMap,
                             LocalCoding, run_ranges, single_threaded_blas)
+from lcoding.kstar import KSTAR_CODING, KSTAR_NAME, KStarCoding
 from lcoding.model import LinearModel, Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.sgd import check_sgd_params, solve_sgd_hinge
@@ -44,6 +45,21 @@ LOCAL_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
 # seed purposes (lcoding.training.rng_state paths)
 _PURPOSE_SOLVER = 1      # same path as training.py, so -A 1 -k 1 equals the linear solver
 _PURPOSE_ANCHORS = 10
+
+
+def make_coder(kind: int, anchors, k: int, param: float):
+    """The coder of ``-L kind``: k* (``-L 3``, no k) or a k-nearest-anchor coding."""
+    if kind == KSTAR_CODING:
+        return KStarCoding(anchors, param)
+    return LocalCoding(kind, anchors, k, param)
+
+
+def coding_kind(name: str) -> int:
+    if name == KSTAR_NAME:
+        return KSTAR_CODING
+    if name not in CODING_BY_NAME:
+        raise ValueError(f"unknown coding {name!r}")
+    return CODING_BY_NAME[name]
 
 
 def _rng_state(seed, *purpose):
@@ -152,9 +168,8 @@ class LocalModel(Model):
 
     @classmethod
     def from_file(cls, header, base, blocks):
-        kind = CODING_BY_NAME[header["coding"]]
-        coding = LocalCoding(kind, blocks["anchors"], int(header["nr_neighbor"]),
-                             float(header["coding_param"]))
+        coding = make_coder(coding_kind(header["coding"]), blocks["anchors"],
+                            int(header["nr_neighbor"]), float(header["coding_param"]))
         km_name = header.get("kernel_map", "none")
         if km_name not in KERNEL_MAP_BY_NAME:
             raise ValueError(f"unknown kernel_map {km_name!r}")
@@ -175,6 +190,7 @@ class LocalModel(Model):
 
 # coding name -> model class (read by lcoding.model_io)
 MODEL_TYPES = {name: LocalModel for name in CODING_NAMES.values()}
+MODEL_TYPES[KSTAR_NAME] = LocalModel
 
 
 def _register_model_types() -> None:
@@ -198,13 +214,13 @@ def check_local_params(params: TrainParams) -> None:
         raise NotImplementedError(
             f"-s {st} ({SolverType(st).name}) with -L {params.coding}: locally linear "
             f"training supports -s 1, 3 and 30")
-    if params.coding != 0 and params.coding not in CODING_NAMES:
+    if params.coding not in (0, KSTAR_CODING) and params.coding not in CODING_NAMES:
         raise NotImplementedError(
             f"-L {params.coding}: this coding is not available in this version of lcoding "
             f"(available: 0, {', '.join(str(c) for c in sorted(CODING_NAMES))})")
     if params.n_anchors < 1:
         raise ValueError(f"-A {params.n_anchors}: the number of anchors must be >= 1")
-    if not 1 <= params.n_neighbors <= params.n_anchors:
+    if params.coding != KSTAR_CODING and not 1 <= params.n_neighbors <= params.n_anchors:
         raise ValueError(f"-k {params.n_neighbors}: must be between 1 and -A ({params.n_anchors})")
     if not math.isfinite(params.coding_param):
         raise ValueError(f"-u {params.coding_param}: must be finite")
@@ -238,6 +254,12 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
     ``-L 0``).  Labels follow LIBLINEAR's order (:func:`lcoding.training.group_classes`).
     """
     from lcoding.training import _weighted_C, group_classes
+    if params.coding in (4, 5):     # anchor planes (G-OCC / C-OCC), lcoding/occ.py
+        from lcoding.occ import train_occ_model
+        return train_occ_model(y, rows, params, info, seed_path=seed_path)
+    if int(params.solver_type) == int(SolverType.LLC_JOINT_SGD):   # lcoding/llc_jo.py
+        from lcoding.llc_jo import train_joint
+        return train_joint(y, rows, params, info, seed_path=seed_path)
     check_local_params(params)
     info = info if info is not None else Messages(params.quiet)
     solver_type = int(params.solver_type)
@@ -261,7 +283,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
             anchors = learn_anchors(rows, class_index, params.n_anchors, params.anchor_init,
                                     _rng_state(seed, _PURPOSE_ANCHORS, *seed_path),
                                     max_iter=params.kmeans_iter, batch_size=params.kmeans_batch)
-        coder = LocalCoding(params.coding, anchors, min(params.n_neighbors, anchors.shape[0]),
+        coder = make_coder(params.coding, anchors, min(params.n_neighbors, anchors.shape[0]),
                             params.coding_param)
         t_anchor = time.perf_counter() - t
         idx, wt = coder.code(rows, n_threads=params.n_threads)

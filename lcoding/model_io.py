@@ -35,7 +35,8 @@ from lcoding.options import REGRESSION_SOLVERS, SolverType
 # block_shapes(header, base) and from_file(header, base, blocks); see local_model.py.
 MODEL_TYPES: dict = {}
 # Modules defining model types, imported when a file names a coding not yet registered.
-_MODEL_MODULES = ("lcoding.local_model", "lcoding.kq_metrics", "lcoding.invariant")
+_MODEL_MODULES = ("lcoding.local_model", "lcoding.kq_metrics", "lcoding.invariant",
+                  "lcoding.occ")
 
 _LIBLINEAR_KEYS = ("solver_type", "nr_class", "label", "nr_feature", "bias", "rho")
 

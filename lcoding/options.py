@@ -38,6 +38,7 @@ class SolverType(IntEnum):
     L2R_L1LOSS_SVR_DUAL = 13
     ONECLASS_SVM = 21
     L2R_L1LOSS_SVC_SGD = 30
+    LLC_JOINT_SGD = 31
     KQ_METRICS = 40
     KQ_FLATS = 41
 
@@ -57,6 +58,7 @@ SOLVER_DESCRIPTIONS = {
     21: "one-class support vector machine (dual)",
     30: "L2-regularized L1-loss (hinge) support vector classification by SGD "
         "(SVMSGD2; the LL-SVM paper's Algorithm 1)",
+    31: "joint SGD of local weights and anchors: -L 2 LLC-SAPL, -L 3 LLC-JO (k* coding)",
     40: "discriminative k q-metrics (Szlam & Sapiro 2009)",
     41: "supervised k q-flats (k-subspaces per class, nearest subspace)",
 }
@@ -68,6 +70,7 @@ DUAL_SVC_SOLVERS = frozenset({1, 3})
 # outside it loads and predicts but ``train`` raises naming it.
 TRAINABLE_SOLVERS = set(DUAL_SVC_SOLVERS) | {30}
 TRAINABLE_SOLVERS |= {40, 41}    # k q-metrics, lcoding/kq_metrics.py
+TRAINABLE_SOLVERS |= {31}        # LLC-SAPL / LLC-JO, lcoding/llc_jo.py
 
 
 class OptionError(ValueError):
@@ -138,6 +141,9 @@ class TrainParams:
     kq_pca: int = 0                # -l  PCA dimensions (0: none)
     kq_sphere: int = 1             # -Z  project onto the unit sphere
     kq_restarts: int = 1           # -W  restarts voting in one model
+    # LLC-SAPL / LLC-JO (issue 6, lcoding/llc_jo.py)
+    anchor_lr: float = 100.0       # -f  -s 31 anchor learning rate anchor_lr / (t + t0)
+    anchor_grad: int = 0           # -j  -s 31 -L 3 anchor gradient: 0 exact, 1 seed, 2 code
     # kernels and invariances (issue 8, lcoding/invariant.py)
     kernel_type: int = -1          # -t  LIBSVM kernel; -1 (not given): no kernel
     degree: int = 3                # -d  LIBSVM polynomial degree
@@ -216,7 +222,8 @@ TRAIN_OPTIONS = (
     Option("-u", "coding_param", float, "1",
            "coding parameter: -L 1 power p of gamma ~ 1/d^p (d = squared distance; 0.5 = "
            "inverse Euclidean distance), -L 2 beta, -L 3 mu, -L 6 ridge of the LLC solve in "
-           "units of 1e-4 trace(C)", origin="lcoding", metavar="value"),
+           "units of 1e-4 trace(C); -L 4, 5: 1 locally linear on gamma (x) x (LIB-/PEG-LLSVM), "
+           "0 linear SVM on the codes", origin="lcoding", metavar="value"),
     Option("-a", "anchor_init", int, "0",
            "anchor initialisation: 0 k-means (k-means++ seeding), 1 random training samples, "
            "2 k-means per class, 3 random samples per class, 4 k-means seeded by random samples",
@@ -229,6 +236,11 @@ TRAIN_OPTIONS = (
            origin="lcoding", metavar="t0"),
     Option("-P", "skip", int, "16", "-s 30 applies the regularisation every skip steps",
            origin="lcoding", metavar="skip"),
+    Option("-f", "anchor_lr", float, "100", "-s 31 anchor learning rate f / (t + t0) "
+           "(0 freezes the anchors)", origin="lcoding", metavar="rate"),
+    Option("-j", "anchor_grad", int, "0", "-s 31 -L 3 anchor gradient: 0 exact (lambda "
+           "depends on eta), 1 seed (lambda fixed), 2 reference code (extra factor w_i)",
+           origin="lcoding", metavar="variant"),
     Option("-I", "kmeans_iter", int, "20",
            "k-means iterations for the anchors (mini-batch steps with -M)", origin="lcoding",
            metavar="n"),

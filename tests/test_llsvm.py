@@ -321,7 +321,7 @@ def test_save_load_predict_identical(shared_data, tmp_path, opts, name):
 
 
 def test_model_types_and_block_shapes():
-    assert set(MODEL_TYPES) == {"KNN_INVERSE_DISTANCE", "KNN_GAUSSIAN", "LLC"}
+    assert set(MODEL_TYPES) == {"KNN_INVERSE_DISTANCE", "KNN_GAUSSIAN", "LLC", "KSTAR"}
     shapes = LocalModel.block_shapes({"nr_anchor": "5", "nr_dim": "3"},
                                      {"nr_class": 4, "bias": 1.0})
     assert shapes == [("anchors", (5, 3)), ("w", (20, 4))]

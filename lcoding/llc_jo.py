@@ -1,0 +1,141 @@
+"""Joint SGD of the local weights and the anchors (``-s 31``): LLC-SAPL
+(``-L 2``, Mao et al. IJCAI 2015) and LLC-JO (``-L 3``, k* coding; seed 001).
+
+Algorithm (algorithms.md §C.1, §C.4; kernel :func:`lcoding._joint_sgd.joint_epoch`):
+k-means anchors (``-A``, ``-a``, ``-I``), W = 0, b = 0; every epoch (``-E``) one
+seeded permutation; per sample: code with the current anchors, hinge test per
+class, SVMSGD2 step on W, b (``lambda = 1/(C l)``, ``-T`` t0, ``-P`` skip) and an
+anchor step with rate ``-f / (t + t0)`` (``-f 0`` freezes the anchors: plain
+LL-SVM SGD with the same coding).  ``-u`` is beta (``-L 2``) or mu (``-L 3``);
+``-j`` picks the LLC-JO anchor gradient: 0 exact (lambda depends on eta),
+1 the seed's (lambda held fixed), 2 the reference code's (extra factor w_i).
+
+Multi-class: shared anchors, per-class W_c, b_c (one-vs-rest +-1 targets, loss
+summed over classes), anchor steps summed over the violated classes.
+
+The model is a :class:`~lcoding.local_model.LocalModel` (learned anchors and
+mu / beta in the model file); :attr:`training_curve` holds the progressive
+hinge loss (mean over rows of the per-row loss summed over classes, measured
+before each update) and the mean k* of every epoch.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from lcoding import _joint_sgd
+from lcoding._validation import Rows
+from lcoding.anchors import learn_anchors
+from lcoding.coding import LocalCoding, single_threaded_blas
+from lcoding.kstar import KSTAR_CODING, KStarCoding
+from lcoding.options import SolverType, TrainParams
+from lcoding.sgd import check_sgd_params
+from lcoding.solvers import Messages
+
+JOINT_SOLVER = int(SolverType.LLC_JOINT_SGD)
+GAUSSIAN_CODING = 2
+JOINT_CODINGS = (GAUSSIAN_CODING, KSTAR_CODING)
+GRADIENT_NAMES = {0: "exact", 1: "seed", 2: "code"}
+
+_PURPOSE_SOLVER = 1
+_PURPOSE_ANCHORS = 10
+
+
+def check_joint_params(params: TrainParams) -> None:
+    if params.coding not in JOINT_CODINGS:
+        raise ValueError(f"-s 31 needs -L 2 (LLC-SAPL) or -L 3 (LLC-JO), got -L {params.coding}")
+    check_sgd_params(params)
+    if not np.isfinite(params.anchor_lr) or params.anchor_lr < 0:
+        raise ValueError(f"-f {params.anchor_lr}: the anchor learning rate must be finite and >= 0")
+    if params.anchor_grad not in GRADIENT_NAMES:
+        raise ValueError(f"-j {params.anchor_grad}: anchor gradient must be 0 (exact), "
+                         f"1 (seed) or 2 (reference code)")
+    if params.kernel_map != 0:
+        raise ValueError("-s 31 does not support -K (kernel maps)")
+    if params.coding_param < 0:
+        raise ValueError(f"-u {params.coding_param}: must be >= 0 for -s 31")
+
+
+def make_coder(kind: int, anchors: np.ndarray, k: int, param: float):
+    if kind == KSTAR_CODING:
+        return KStarCoding(anchors, param)
+    return LocalCoding(kind, anchors, min(k, anchors.shape[0]), param)
+
+
+def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
+                seed_path: tuple = (), epoch_callback=None):
+    """Train ``-s 31``.  ``epoch_callback(epoch, model)``, if given, sees a model
+    snapshot after every epoch (for test curves)."""
+    from lcoding.local_model import LocalModel
+    from lcoding.training import _weighted_C, group_classes, rng_state
+    check_joint_params(params)
+    info = info if info is not None else Messages(params.quiet)
+    bias = float(params.bias)
+    n, d = rows.n_rows, rows.n_features
+    labels, class_index = group_classes(y)
+    nr_class = labels.size
+    weighted_C = _weighted_C(labels, params)
+    nr_w = 1 if nr_class == 2 else max(nr_class, 1)
+    if nr_class == 2:
+        Y = np.where(class_index == 0, 1, -1).astype(np.int8).reshape(n, 1)
+        cost = np.where(class_index == 0, weighted_C[0], weighted_C[1]) / params.C
+    elif nr_class == 1:
+        Y = np.ones((n, 1), dtype=np.int8)
+        cost = np.full(n, weighted_C[0] / params.C)
+    else:
+        Y = np.where(class_index[:, None] == np.arange(nr_class)[None, :], 1, -1).astype(np.int8)
+        cost = np.ones(n)   # one-vs-rest with shared rows: -wi is not defined per class here
+        if params.weight_label:
+            raise ValueError("-s 31: class weights (-wi) are supported for two classes only")
+    Y = np.ascontiguousarray(Y)
+    cost = np.ascontiguousarray(cost, dtype=np.float64)
+
+    t = time.perf_counter()
+    with single_threaded_blas(n):
+        anchors = learn_anchors(rows, class_index, params.n_anchors, params.anchor_init,
+                                rng_state(params.seed, _PURPOSE_ANCHORS, *seed_path),
+                                max_iter=params.kmeans_iter, batch_size=params.kmeans_batch)
+    info(f"anchors: {anchors.shape[0]} ({time.perf_counter() - t:.2f} s)\n")
+    V = np.array(anchors, dtype=np.float64, order="C")
+    m = V.shape[0]
+    k = min(params.n_neighbors, m)
+    v_sq = np.einsum("ij,ij->i", V, V)
+    W = np.zeros((nr_w, m * d))
+    b = np.zeros((nr_w, m))
+    state = np.array([1.0, 0.0, float(params.skip)])
+    lam = 1.0 / (params.C * max(n, 1))
+    rng = np.random.Generator(np.random.PCG64(
+        int(rng_state(params.seed, _PURPOSE_SOLVER, *seed_path, 0)[0])))
+    order = np.arange(n, dtype=np.int32)
+    curve = {"hinge": [], "mean_kstar": []}
+    data, indices, indptr = rows.data, rows.indices, rows.indptr
+
+    def snapshot():
+        w = np.zeros((m, d + (1 if bias >= 0 else 0), nr_w))
+        for c in range(nr_w):
+            w[:, :d, c] = W[c].reshape(m, d) * state[0]
+            if bias >= 0:
+                w[:, d, c] = b[c]
+        coder = make_coder(params.coding, V, k, params.coding_param)
+        model = LocalModel(JOINT_SOLVER, nr_class, labels, d, bias, coder,
+                           w.reshape(m * w.shape[1], nr_w), param=params)
+        model.training_curve = {key: list(val) for key, val in curve.items()}
+        return model
+
+    for epoch in range(params.epochs):
+        rng.shuffle(order)
+        loss, n_viol, kst = _joint_sgd.joint_epoch(
+            data, indices, indptr, Y, cost, order, V, v_sq, W, b, state,
+            int(params.coding), float(params.coding_param), k, int(params.anchor_grad),
+            lam, float(params.t0), float(params.skip), bias, float(params.anchor_lr))
+        if not (np.isfinite(loss) and np.isfinite(V).all()):
+            raise FloatingPointError(f"-s 31 diverged in epoch {epoch + 1}; try a larger -T, "
+                                     f"a smaller -f or a smaller -c")
+        curve["hinge"].append(loss / max(n, 1))
+        curve["mean_kstar"].append(kst / max(n, 1))
+        info(f"epoch {epoch + 1}: progressive hinge {loss / max(n, 1):.6f}, "
+             f"mean k* {kst / max(n, 1):.3f}\n")
+        if epoch_callback is not None:
+            epoch_callback(epoch + 1, snapshot())
+    return snapshot()

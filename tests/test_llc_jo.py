@@ -1,0 +1,209 @@
+"""LLC-SAPL / LLC-JO (-s 31 -L 2 / -L 3) and the k* coding (-L 3): the greedy
+k* loop against a generic convex solver, the anchor gradients against finite
+differences, frozen anchors = LL-SVM SGD, -L 3 with the fixed-anchor solvers,
+model files."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lcoding import _joint_sgd, _kstar, model_io
+from lcoding._validation import as_rows
+from lcoding.kstar import KStarCoding, kstar_coding_brute
+from lcoding.local_model import LocalModel
+from lcoding.options import parse_train_options
+from lcoding.training import train_model
+
+
+def train(y, X, opts):
+    return train_model(np.asarray(y, dtype=float), as_rows(X), parse_train_options(opts + " -q"))
+
+
+def values(model, X):
+    return model.decision_values(as_rows(X).truncated(model.nr_feature))
+
+
+def banana(shared_data, n_train=1200, n_test=800):
+    y, X, ty, tX = shared_data("banana")
+    r = np.random.default_rng(3)
+    tr = np.sort(r.permutation(X.shape[0])[:n_train])
+    te = np.sort(r.permutation(tX.shape[0])[:n_test])
+    return y[tr], X[tr], ty[te], tX[te]
+
+
+# ------------------------------------------------------------------ k* coding
+@pytest.mark.parametrize("seed", range(40))
+def test_kstar_loop_equals_convex_solver(seed):
+    r = np.random.default_rng(seed)
+    m = int(r.integers(1, 16))
+    eta = r.exponential(r.choice([0.05, 0.5, 3.0]), size=m)
+    if seed % 5 == 0:
+        eta[r.integers(m)] = 0.0        # x on an anchor
+    idx, gam, lam = _kstar.kstar_eta(np.ascontiguousarray(eta))
+    g = np.zeros(m)
+    g[idx] = gam
+    ref = kstar_coding_brute(eta)
+    obj = lambda v: np.linalg.norm(v) + v @ eta   # noqa: E731
+    assert abs(g.sum() - 1) < 1e-12 and (g >= 0).all()
+    assert obj(g) <= obj(ref) + 1e-9
+    assert abs(obj(g) - lam) < 1e-9                 # optimal value = lambda
+    np.testing.assert_allclose(g, ref, atol=2e-4)
+    # the active set is a prefix of the sorted eta, nearest first
+    assert list(np.sort(eta)[:idx.size]) == list(eta[idx])
+    raw = lam - eta[idx]
+    assert abs(raw @ raw - 1) < 1e-9                # sum of squared raw weights = 1
+
+
+def test_kstar_limits():
+    eta = np.array([0.0, 0.2, 0.4, 5.0])
+    idx, gam, _ = _kstar.kstar_eta(1e-9 * eta)
+    np.testing.assert_allclose(gam, 0.25, atol=1e-8)           # mu -> 0: uniform over all
+    idx, gam, _ = _kstar.kstar_eta(100 * eta)
+    assert idx.tolist() == [0] and gam.tolist() == [1.0]        # large mu: hard assignment
+
+
+@pytest.mark.parametrize("dense", [False, True])
+def test_kstar_batch_matches_single(dense):
+    r = np.random.default_rng(1)
+    X = sp.random(300, 7, density=0.6, random_state=2, format="csr")
+    V = r.normal(size=(20, 7)) * 0.5
+    coder = KStarCoding(V, 3.0)
+    idx, wt, kst, lam = coder.code_full(as_rows(X), n_threads=2, dense=dense)
+    D = ((X.toarray()[:, None, :] - V[None]) ** 2).sum(-1)
+    for i in range(X.shape[0]):
+        ri, rg, rl = _kstar.kstar_eta(3.0 * D[i])
+        assert kst[i] == ri.size
+        np.testing.assert_array_equal(idx[i, :kst[i]], ri)
+        np.testing.assert_allclose(wt[i, :kst[i]], rg, rtol=1e-9, atol=1e-12)
+        assert (wt[i, kst[i]:] == 0).all()
+    i2, w2 = coder.code(as_rows(X))
+    assert i2.shape[1] == kst.max() and np.array_equal(coder.last_kstar, kst)
+
+
+# ------------------------------------------------------------ anchor gradients
+def _setup(seed, m=6, d=3):
+    r = np.random.default_rng(seed)
+    V = r.normal(size=(m, d))
+    x = r.normal(size=d) * 0.5
+    w = r.normal(size=m * d)
+    b = r.normal(size=m)
+    return x, V, w, b
+
+
+def _f(x, V, w, b, kind, param, k):
+    return _joint_sgd.point_gradient(x, np.ascontiguousarray(V), w, b, 1.0, kind, param, k, 0)[0]
+
+
+def _fd(fun, V, h=1e-6):
+    g = np.zeros_like(V)
+    for a in range(V.shape[0]):
+        for c in range(V.shape[1]):
+            Vp, Vm = V.copy(), V.copy()
+            Vp[a, c] += h
+            Vm[a, c] -= h
+            g[a, c] = (fun(Vp) - fun(Vm)) / (2 * h)
+    return g
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_exact_kstar_gradient_matches_finite_differences(seed):
+    x, V, w, b = _setup(seed)
+    f, idx, grad = _joint_sgd.point_gradient(x, V, w, b, 1.0, 3, 0.7, 0, 0)
+    assert idx.size >= 2
+    num = _fd(lambda U: _f(x, U, w, b, 3, 0.7, 0), V)
+    np.testing.assert_allclose(grad, num, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_seed_and_code_kstar_gradients(seed):
+    """Seed variant = gradient with lambda frozen; code variant = w_i x seed's."""
+    x, V, w, b = _setup(seed)
+    mu = 0.7
+    idx, _, lam = _kstar.kstar_eta(mu * ((x - V) ** 2).sum(1))
+    _, _, g_seed = _joint_sgd.point_gradient(x, V, w, b, 1.0, 3, mu, 0, 1)
+    _, _, g_code = _joint_sgd.point_gradient(x, V, w, b, 1.0, 3, mu, 0, 2)
+
+    def f_lam_fixed(U):
+        raw = lam - mu * ((x - U[idx]) ** 2).sum(1)
+        s = np.array([w[a * 3:(a + 1) * 3] @ x + b[a] for a in idx])
+        return raw @ s / raw.sum()
+
+    np.testing.assert_allclose(g_seed, _fd(f_lam_fixed, V), atol=1e-6)
+    raw = lam - mu * ((x - V[idx]) ** 2).sum(1)
+    np.testing.assert_allclose(g_code[idx], raw[:, None] * g_seed[idx], rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gaussian_gradient_matches_finite_differences(seed):
+    x, V, w, b = _setup(seed, m=8)
+    _, idx, grad = _joint_sgd.point_gradient(x, V, w, b, 1.0, 2, 1.3, 4, 0)
+    assert idx.size == 4
+    num = _fd(lambda U: _f(x, U, w, b, 2, 1.3, 4), V)
+    np.testing.assert_allclose(grad, num, atol=1e-6)
+
+
+# ----------------------------------------------------------------- training
+@pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1", "-L 3 -u 2"])
+def test_frozen_anchors_equal_llsvm_sgd(shared_data, coding):
+    y, X, ty, tX = banana(shared_data, 800, 300)
+    base = f"{coding} -A 20 -B 1 -E 3 -c 10 -T 1000 -P 10"
+    joint = train(y, X, f"-s 31 -f 0 {base}")
+    sgd = train(y, X, f"-s 30 {base}")
+    np.testing.assert_array_equal(joint.coding.anchors, sgd.coding.anchors)
+    np.testing.assert_allclose(joint.w, sgd.w, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(values(joint, tX), values(sgd, tX), rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("solver", [1, 3, 30])
+def test_kstar_with_fixed_anchor_solvers(shared_data, solver):
+    y, X, ty, tX = banana(shared_data)
+    model = train(y, X, f"-s {solver} -L 3 -A 30 -u 2 -B 1 -c 10")
+    assert model.coding.name == "KSTAR"
+    acc = np.mean(model.labels_from_values(values(model, tX)) == ty)
+    assert acc > 0.85
+
+
+@pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1", "-L 3 -u 2 -j 0", "-L 3 -u 2 -j 2"])
+def test_joint_training_learns_and_curves(shared_data, coding):
+    y, X, ty, tX = banana(shared_data)
+    model = train(y, X, f"-s 31 {coding} -A 30 -B 1 -E 5 -c 10 -T 1000 -f 10")
+    curve = model.training_curve
+    assert len(curve["hinge"]) == 5 and len(curve["mean_kstar"]) == 5
+    assert curve["hinge"][-1] < curve["hinge"][0]
+    acc = np.mean(model.labels_from_values(values(model, tX)) == ty)
+    assert acc > 0.85
+
+
+def test_multiclass_shared_anchors(shared_data):
+    y, X, ty, tX = shared_data("usps")
+    r = np.random.default_rng(0)
+    tr = r.permutation(X.shape[0])[:1500]
+    te = r.permutation(tX.shape[0])[:500]
+    model = train(y[tr], X[tr], "-s 31 -L 3 -A 20 -u 0.05 -B 1 -E 3 -c 10 -T 1000 -f 1")
+    assert model.nr_class == 10 and model.w.shape[1] == 10
+    acc = np.mean(model.labels_from_values(values(model, tX[te])) == ty[te])
+    assert acc > 0.80
+
+
+@pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1", "-L 3 -u 2"])
+def test_save_load_identical(shared_data, tmp_path, coding):
+    y, X, ty, tX = banana(shared_data, 600, 200)
+    model = train(y, X, f"-s 31 {coding} -A 15 -B 1 -E 2 -c 10 -T 1000 -f 10")
+    path = tmp_path / "m.model"
+    model_io.save_model_file(str(path), model)
+    loaded = model_io.load_model_file(str(path))
+    assert isinstance(loaded, LocalModel) and loaded.solver_type == 31
+    assert loaded.coding.name == model.coding.name
+    assert loaded.coding.param == model.coding.param
+    np.testing.assert_array_equal(loaded.coding.anchors, model.coding.anchors)
+    np.testing.assert_array_equal(loaded.w, model.w)
+    np.testing.assert_array_equal(values(loaded, tX), values(model, tX))
+
+
+@pytest.mark.parametrize("opts, msg", [("-s 31 -L 1", "-L 2"), ("-s 31 -L 3 -j 4", "-j"),
+                                        ("-s 31 -L 3 -f -1", "-f")])
+def test_option_errors(opts, msg):
+    X = sp.csr_matrix(np.eye(4))
+    with pytest.raises(ValueError, match=msg):
+        train([1, -1, 1, -1], X, opts + " -A 2")
