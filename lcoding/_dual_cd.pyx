@@ -12,7 +12,8 @@
 #
 # z_i is the implicit feature gamma(x_i) (x) [x_i; B] of _rows.pxd: with the linear
 # coding this is LIBLINEAR's solver, with a local coding it is the dual-CD LL-SVM
-# (LL-SVM paper eq. 3 solved "as a QP"; anchor-plane LIB-LLSVM, seed 000 eq. 9).
+# (LL-SVM paper eq. 3 solved "as a QP"; anchor-plane LIB-LLSVM, seed 000 eq. 9, whose
+# single bias is the shared_bias coordinate of _rows.pxd, weight W[-1]).
 #
 # One call = one outer iteration (a random permutation of the active set and one
 # sweep with shrinking).  The Python driver owns the stopping rule, the shrinking
@@ -30,9 +31,10 @@ def coded_row_sqnorms(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
         Py_ssize_t n_features, double bias,
         const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN
-        double[::1] out):  # OUT ||z_i||^2
+        double[::1] out,   # OUT ||z_i||^2
+        double shared_bias=-1.0):
     cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
-                                    anchor_idx, coding_weight)
+                                    anchor_idx, coding_weight, shared_bias, 0)
     cdef Py_ssize_t i
     with nogil:
         for i in range(out.shape[0]):
@@ -52,10 +54,11 @@ def dual_cd_pass(
         int[::1] index,                    # INOUT  active set first, in visiting order
         Py_ssize_t active_size,
         double PGmax_old, double PGmin_old,
-        uint64_t[::1] rng_state):          # INOUT
+        uint64_t[::1] rng_state,           # INOUT
+        double shared_bias=-1.0):          # one bias shared by all anchors, weight W[-1]
     """One outer iteration; returns ``(active_size, PGmax_new, PGmin_new)``."""
     cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
-                                    anchor_idx, coding_weight)
+                                    anchor_idx, coding_weight, shared_bias, W.shape[0] - 1)
     cdef Py_ssize_t s, i, j
     cdef int tmp
     cdef double G, PG, U, alpha_old, d

@@ -12,6 +12,10 @@
 #     <W, z_i>  = sum_j gamma_ij * (W[a_ij] . [x_i; B])
 #     ||z_i||^2 = ||gamma_i||^2 * (||x_i||^2 + B^2)
 #
+# Shared-bias variant (anchor-plane LIB-LLSVM, seed 000 eq. 9): with shared_bias = B'
+# >= 0 (and the per-anchor bias B < 0), z_i = [gamma(x_i) (x) x_i; B'] has ONE bias
+# coordinate whose weight is W[shared_bias_pos], the slot after the anchor rows.
+#
 # A plain linear model is the coding gamma = [1] with one anchor: anchor_idx is
 # NULL and the loops reduce to LIBLINEAR's sparse_operator::dot / axpy / nrm2_sq.
 # z_i is never materialised.
@@ -28,6 +32,8 @@ cdef struct CodedRows:
     const int* anchor_idx       # (n_rows, k) row-major, or NULL for the linear coding
     const double* coding_weight # (n_rows, k) row-major, or NULL
     Py_ssize_t k                # non-zeros per coding row (1 for linear)
+    double shared_bias          # value of one bias coordinate shared by all anchors; < 0: none
+    Py_ssize_t shared_bias_pos  # index of its weight in W
 
 
 cdef inline double x_dot(const CodedRows* rows, Py_ssize_t i, const double* w) noexcept nogil:
@@ -65,12 +71,15 @@ cdef inline double coded_dot(const CodedRows* rows, Py_ssize_t i, const double* 
     cdef Py_ssize_t j, base
     cdef double g, s = 0.0
     if rows.anchor_idx == NULL:
-        return x_dot(rows, i, W)
-    base = i * rows.k
-    for j in range(rows.k):
-        g = rows.coding_weight[base + j]
-        if g != 0.0:
-            s += g * x_dot(rows, i, W + rows.anchor_idx[base + j] * rows.stride)
+        s = x_dot(rows, i, W)
+    else:
+        base = i * rows.k
+        for j in range(rows.k):
+            g = rows.coding_weight[base + j]
+            if g != 0.0:
+                s += g * x_dot(rows, i, W + rows.anchor_idx[base + j] * rows.stride)
+    if rows.shared_bias >= 0:
+        s += W[rows.shared_bias_pos] * rows.shared_bias
     return s
 
 
@@ -80,30 +89,38 @@ cdef inline void coded_axpy(const CodedRows* rows, Py_ssize_t i, double a, doubl
     cdef double g
     if rows.anchor_idx == NULL:
         x_axpy(rows, i, a, W)
-        return
-    base = i * rows.k
-    for j in range(rows.k):
-        g = rows.coding_weight[base + j]
-        if g != 0.0:
-            x_axpy(rows, i, a * g, W + rows.anchor_idx[base + j] * rows.stride)
+    else:
+        base = i * rows.k
+        for j in range(rows.k):
+            g = rows.coding_weight[base + j]
+            if g != 0.0:
+                x_axpy(rows, i, a * g, W + rows.anchor_idx[base + j] * rows.stride)
+    if rows.shared_bias >= 0:
+        W[rows.shared_bias_pos] += a * rows.shared_bias
 
 
 cdef inline double coded_sqnorm(const CodedRows* rows, Py_ssize_t i) noexcept nogil:
     # ||z_i||^2 = ||gamma_i||^2 (||x_i||^2 + B^2)
     cdef Py_ssize_t j, base
-    cdef double g2 = 0.0
+    cdef double g2 = 0.0, s
     if rows.anchor_idx == NULL:
-        return x_sqnorm(rows, i)
-    base = i * rows.k
-    for j in range(rows.k):
-        g2 += rows.coding_weight[base + j] * rows.coding_weight[base + j]
-    return g2 * x_sqnorm(rows, i)
+        s = x_sqnorm(rows, i)
+    else:
+        base = i * rows.k
+        for j in range(rows.k):
+            g2 += rows.coding_weight[base + j] * rows.coding_weight[base + j]
+        s = g2 * x_sqnorm(rows, i)
+    if rows.shared_bias >= 0:
+        s += rows.shared_bias * rows.shared_bias
+    return s
 
 
 cdef inline CodedRows make_rows(const double[::1] X_data, const int[::1] X_indices,
                                 const int64_t[::1] X_indptr, Py_ssize_t n_features,
                                 double bias, const int[:, ::1] anchor_idx,
-                                const double[:, ::1] coding_weight) noexcept:
+                                const double[:, ::1] coding_weight,
+                                double shared_bias=-1.0,
+                                Py_ssize_t shared_bias_pos=0) noexcept:
     # Pack validated arrays into a CodedRows view.  An anchor_idx with no rows
     # selects the linear coding gamma = [1].  The memoryviews must outlive the
     # struct (the calling def function holds them).
@@ -122,4 +139,6 @@ cdef inline CodedRows make_rows(const double[::1] X_data, const int[::1] X_indic
         rows.anchor_idx = &anchor_idx[0, 0]
         rows.coding_weight = &coding_weight[0, 0]
         rows.k = anchor_idx.shape[1]
+    rows.shared_bias = shared_bias
+    rows.shared_bias_pos = shared_bias_pos
     return rows

@@ -16,7 +16,7 @@ Classifiers (one-vs-rest, ``argmax_c f_c(x)``):
 
 * ``-s 1`` / ``-s 3`` (LIB-LLSVM): ``f_c(x) = sum_j gamma_j (w_{c,j} . x) + b_c B``,
   **one bias** per class as in the paper's eq. 9; LIBLINEAR's dual CD on the
-  implicit feature ``[gamma (x) x; B]`` (:func:`lcoding._occ.occ_dual_cd_pass`).
+  implicit feature ``[gamma (x) x; B]`` (the shared dual-CD kernel with a shared bias, :func:`lcoding.solvers.solve_l2r_l1l2_svc`).
 * ``-s 30`` (PEG-LLSVM): the LL-SVM SGD of :mod:`lcoding.sgd` with one bias per
   plane, ``f_c(x) = sum_j gamma_j (w_{c,j} . x + b_{c,j} B)``.
 * ``-u 0`` with any of those solvers: linear SVM on the codes alone,
@@ -30,13 +30,12 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import scipy.sparse as sp
 
-from lcoding import _occ
 from lcoding._validation import Rows
 from lcoding.coding import is_dense, single_threaded_blas
 from lcoding.model import Model
 from lcoding.options import SolverType, TrainParams
-from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Coding, LOCAL_CAP_REMEDY, Messages, \
-    SolveResult
+from lcoding.solvers import (BINARY_SOLVERS, BinaryProblem, Coding, LOCAL_CAP_REMEDY, Messages,
+                             SolveResult, solve_l2r_l1l2_svc)
 
 FORMAT_VERSION = "1"
 OCC_CODINGS = {4: "G_OCC", 5: "C_OCC"}
@@ -271,49 +270,18 @@ def solve_occ_dual(rows: Rows, codes: np.ndarray, y: np.ndarray, C: np.ndarray, 
                    rng_state: np.ndarray, params: TrainParams, info: Messages,
                    loss: str) -> SolveResult:
     """LIB-LLSVM: LIBLINEAR's dual CD (-s 3 ``loss="l1"``, -s 1 ``"l2"``) on
-    ``[gamma (x) x; B]``; returns ``w`` of length ``M*d + 1`` (bias last; 0 when
-    ``bias < 0``), same stopping rule and messages as solve_l2r_l1l2_svc."""
-    n, d = rows.n_rows, rows.n_features
-    M = codes.shape[1]
-    y = np.ascontiguousarray(y, dtype=np.int8)
-    if loss == "l2":
-        diag, upper = 0.5 / C, np.full(n, np.inf)
-    else:
-        diag, upper = np.zeros(n), C.copy()
+    ``[gamma (x) x; B]`` -- the shared dual-CD kernel fed the dense OCC code with one
+    shared bias; returns ``w`` of length ``M*d + 1`` (bias last; 0 when ``bias < 0``)."""
+    n, M = rows.n_rows, codes.shape[1]
     idx = np.ascontiguousarray(np.broadcast_to(np.arange(M, dtype=np.int32), (n, M)))
     codes = np.ascontiguousarray(codes, dtype=np.float64)
-    QD = np.empty(n)
-    _occ.occ_row_sqnorms(rows.data, rows.indices, rows.indptr, d, bias, idx, codes, QD)
-    QD += diag
-    alpha = np.zeros(n)
-    W = np.zeros(M * d + 1)
-    index = np.arange(n, dtype=np.int32)
-    eps = params.resolved_eps()
-    active_size, it = n, 0
-    PGmax_old, PGmin_old = np.inf, -np.inf
-    while it < params.max_iter:
-        active_size, PGmax_new, PGmin_new = _occ.occ_dual_cd_pass(
-            rows.data, rows.indices, rows.indptr, d, bias, idx, codes, y, QD, diag, upper,
-            alpha, W, index, active_size, PGmax_old, PGmin_old, rng_state)
-        it += 1
-        if it % 10 == 0:
-            info(".")
-        if PGmax_new - PGmin_new <= eps and abs(PGmax_new) <= eps and abs(PGmin_new) <= eps:
-            if active_size == n:
-                break
-            active_size = n
-            info("*")
-            PGmax_old, PGmin_old = np.inf, -np.inf
-            continue
-        PGmax_old = PGmax_new if PGmax_new > 0 else np.inf
-        PGmin_old = PGmin_new if PGmin_new < 0 else -np.inf
-    info(f"\noptimization finished, #iter = {it}\n")
-    objective = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
-    info(f"Objective value = {objective:f}\n")
-    info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
-    if it >= params.max_iter:
+    prob = BinaryProblem(rows, np.ascontiguousarray(y, dtype=np.int8), 0.0, 0.0, bias, rng_state,
+                         coding=Coding(idx, codes, M), sample_C=np.asarray(C, dtype=np.float64),
+                         shared_bias=True)
+    res = solve_l2r_l1l2_svc(prob, params, info, loss)
+    if res.n_iter >= params.max_iter:
         info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
-    return SolveResult(W, it, objective, alpha)
+    return res
 
 
 def check_occ_params(params: TrainParams) -> None:

@@ -58,10 +58,24 @@ class BinaryProblem:
     rng_state: np.ndarray       # uint64[1], consumed by the solver
     coding: Coding | None = None
     sample_C: np.ndarray | None = None   # per-row C (overrides Cp/Cn when given)
+    # one bias weight shared by all anchors (W[-1]) instead of one per anchor
+    # (anchor-plane LIB-LLSVM, seed 000 eq. 9); W then has n_anchors * n_features + 1 entries
+    shared_bias: bool = False
 
     @property
     def stride(self) -> int:
-        return self.rows.n_features + (1 if self.bias >= 0 else 0)
+        return self.rows.n_features + (1 if self.bias >= 0 and not self.shared_bias else 0)
+
+    @property
+    def kernel_bias(self) -> tuple[float, float]:
+        """(per-anchor bias value, shared bias value) as the kernels take them."""
+        if self.shared_bias:
+            return -1.0, self.bias
+        return self.bias, -1.0
+
+    @property
+    def w_size(self) -> int:
+        return self.n_anchors * self.stride + (1 if self.shared_bias else 0)
 
     @property
     def n_anchors(self) -> int:
@@ -108,12 +122,13 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     else:
         raise ValueError(f"unknown loss {loss!r}")
     anchor_idx, coding_weight = prob.coding_arrays()
+    bias, shared_bias = prob.kernel_bias
     QD = np.empty(n)
     _dual_cd.coded_row_sqnorms(rows.data, rows.indices, rows.indptr, rows.n_features,
-                               prob.bias, anchor_idx, coding_weight, QD)
+                               bias, anchor_idx, coding_weight, QD, shared_bias)
     QD += diag
     alpha = np.zeros(n)
-    W = np.zeros(prob.n_anchors * prob.stride)
+    W = np.zeros(prob.w_size)
     index = np.arange(n, dtype=np.int32)
     eps = params.resolved_eps()
     max_iter = params.max_iter if max_iter is None else max_iter
@@ -122,9 +137,9 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     it = 0
     while it < max_iter:
         active_size, PGmax_new, PGmin_new = _dual_cd.dual_cd_pass(
-            rows.data, rows.indices, rows.indptr, rows.n_features, prob.bias,
+            rows.data, rows.indices, rows.indptr, rows.n_features, bias,
             anchor_idx, coding_weight, y, QD, diag, upper, alpha, W, index,
-            active_size, PGmax_old, PGmin_old, prob.rng_state)
+            active_size, PGmax_old, PGmin_old, prob.rng_state, shared_bias)
         it += 1
         if it % 10 == 0:
             info(".")
