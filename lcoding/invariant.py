@@ -280,11 +280,7 @@ class KernelExpansionModel(Model):
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, kernel: Kernel, points, w,
                  method: str = "kpca_map", invariance_gamma: float = 0.0, tangents: str = "none",
                  rho: float = 0.0, param=None):
-        self.solver_type = int(solver_type)
-        self.nr_class = int(nr_class)
-        self.label = None if label is None else np.asarray(label, dtype=np.int32)
-        self.nr_feature = int(nr_feature)
-        self.bias = float(bias)
+        self._set_header(solver_type, nr_class, label, nr_feature, bias)
         self.rho = float(rho)
         self.kernel = kernel
         if method not in METHOD_BY_NAME:

@@ -74,11 +74,7 @@ class LocalModel(Model):
 
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, coding: LocalCoding,
                  w, kernel_map: KernelMap | None = None, param=None):
-        self.solver_type = int(solver_type)
-        self.nr_class = int(nr_class)
-        self.label = None if label is None else np.asarray(label, dtype=np.int32)
-        self.nr_feature = int(nr_feature)
-        self.bias = float(bias)
+        self._set_header(solver_type, nr_class, label, nr_feature, bias)
         self.coding = coding
         self.kernel_map = kernel_map
         self.param = param
@@ -253,7 +249,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
     Returns a :class:`LocalModel` (a :class:`~lcoding.model.LinearModel` for
     ``-L 0``).  Labels follow LIBLINEAR's order (:func:`lcoding.training.group_classes`).
     """
-    from lcoding.training import _weighted_C, group_classes
+    from lcoding.training import _weighted_C, group_classes, one_vs_rest_jobs
     if params.coding in (4, 5):     # anchor planes (G-OCC / C-OCC), lcoding/occ.py
         from lcoding.occ import train_occ_model
         return train_occ_model(y, rows, params, info, seed_path=seed_path)
@@ -299,14 +295,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                              _rng_state(seed, _PURPOSE_SOLVER, *seed_path, c_pos), coding=coding)
         return solver(prob, params, info).w
 
-    if nr_class == 2:
-        jobs = [(0, np.where(class_index == 0, 1, -1).astype(np.int8),
-                 weighted_C[0], weighted_C[1])]
-    elif nr_class == 1:
-        jobs = [(0, np.ones(rows.n_rows, dtype=np.int8), weighted_C[0], params.C)]
-    else:
-        jobs = [(c, np.where(class_index == c, 1, -1).astype(np.int8), weighted_C[c], params.C)
-                for c in range(nr_class)]
+    jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
     nr_w = 1 if nr_class == 2 else nr_class
     w = np.zeros((n_anchors * stride, nr_w))
     if params.n_threads > 1 and len(jobs) > 1:

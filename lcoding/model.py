@@ -25,6 +25,14 @@ class Model(abc.ABC):
     label: np.ndarray | None
     bias: float
 
+    def _set_header(self, solver_type, nr_class, label, nr_feature, bias) -> None:
+        """LIBLINEAR's header fields, normalised (every model file starts with them)."""
+        self.solver_type = int(solver_type)
+        self.nr_class = int(nr_class)
+        self.label = None if label is None else np.asarray(label, dtype=np.int32)
+        self.nr_feature = int(nr_feature)
+        self.bias = float(bias)
+
     def is_regression_model(self) -> bool:
         return self.solver_type in REGRESSION_SOLVERS
 
@@ -77,11 +85,7 @@ class LinearModel(Model):
     """LIBLINEAR's linear model (any solver type)."""
 
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, w, rho=0.0, param=None):
-        self.solver_type = int(solver_type)
-        self.nr_class = int(nr_class)
-        self.label = None if label is None else np.asarray(label, dtype=np.int32)
-        self.nr_feature = int(nr_feature)
-        self.bias = float(bias)
+        self._set_header(solver_type, nr_class, label, nr_feature, bias)
         self.rho = float(rho)
         self.param = param
         w = np.ascontiguousarray(w, dtype=np.float64)

@@ -128,11 +128,7 @@ class OCCModel(Model):
 
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, coding_name, classifier,
                  planes, sigma, w, param=None):
-        self.solver_type = int(solver_type)
-        self.nr_class = int(nr_class)
-        self.label = None if label is None else np.asarray(label, dtype=np.int32)
-        self.nr_feature = int(nr_feature)
-        self.bias = float(bias)
+        self._set_header(solver_type, nr_class, label, nr_feature, bias)
         self.param = param
         if coding_name not in OCC_BY_NAME:
             raise ValueError(f"unknown OCC coding {coding_name!r}")
@@ -317,7 +313,7 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
                     seed_path: tuple = ()) -> OCCModel:
     """Train an OCC model (``-L 4``/``5``, ``-A`` planes) with ``-s 1``/``3``
     (LIB-LLSVM; ``-u 0``: linear SVM on the codes) or ``-s 30`` (PEG-LLSVM)."""
-    from lcoding.training import _weighted_C, group_classes, rng_state
+    from lcoding.training import _weighted_C, group_classes, one_vs_rest_jobs, rng_state
     from lcoding.sgd import solve_sgd_hinge
     check_occ_params(params)
     info = info if info is not None else Messages(params.quiet)
@@ -328,14 +324,7 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     labels, class_index = group_classes(y)
     nr_class = labels.size
     weighted_C = _weighted_C(labels, params)
-    if nr_class == 2:
-        jobs = [(0, np.where(class_index == 0, 1, -1).astype(np.int8),
-                 weighted_C[0], weighted_C[1])]
-    elif nr_class == 1:
-        jobs = [(0, np.ones(rows.n_rows, dtype=np.int8), weighted_C[0], params.C)]
-    else:
-        jobs = [(c, np.where(class_index == c, 1, -1).astype(np.int8), weighted_C[c], params.C)
-                for c in range(nr_class)]
+    jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
     nr_w = len(jobs)
     linear_codes = params.coding_param == 0.0
     kind = LINEAR_CODES if linear_codes else (PEG_LLSVM if st == SGD_SOLVER else LIB_LLSVM)

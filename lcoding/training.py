@@ -69,6 +69,21 @@ def _weighted_C(labels, params: TrainParams):
     return weighted
 
 
+def one_vs_rest_jobs(class_index, nr_class, weighted_C, C, n_rows):
+    """LIBLINEAR's binary sub-problems, one per weight column: ``(column, y_pm, Cp, Cn)``.
+
+    Two classes: one problem, ``label[0]`` positive, both classes' weighted C; one
+    class: every row positive; more: one-vs-rest with ``weight_c * C`` against ``C``.
+    """
+    if nr_class == 2:
+        return [(0, np.where(class_index == 0, 1, -1).astype(np.int8),
+                 weighted_C[0], weighted_C[1])]
+    if nr_class == 1:
+        return [(0, np.ones(n_rows, dtype=np.int8), weighted_C[0], C)]
+    return [(c, np.where(class_index == c, 1, -1).astype(np.int8), weighted_C[c], C)
+            for c in range(nr_class)]
+
+
 def require_trainable(solver_type: int) -> None:
     if solver_type not in TRAINABLE_SOLVERS:
         name = SolverType(solver_type).name
@@ -122,39 +137,27 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         return LinearModel(solver_type, nr_class, labels, nr_feature, bias,
                            np.asarray(w).reshape(w_size, nr_class), param=params)
     solver = BINARY_SOLVERS[solver_type]
-    if nr_class == 2:
-        y_pm = np.where(class_index == 0, 1, -1).astype(np.int8)
-        prob = BinaryProblem(rows, y_pm, weighted_C[0], weighted_C[1], bias,
-                             rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0))
-        w = solver(prob, params, info).w.reshape(w_size, 1)
-    elif nr_class < 2:
-        # LIBLINEAR trains a degenerate one-vs-rest with all rows positive (or none)
-        w = np.zeros((w_size, max(nr_class, 0)))
-        if nr_class == 1:
-            prob = BinaryProblem(rows, np.ones(rows.n_rows, dtype=np.int8), weighted_C[0], params.C,
-                                 bias, rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0))
-            w[:, 0] = solver(prob, params, info).w
+    jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
+    w = np.zeros((w_size, len(jobs)))
+
+    def fit(job):
+        column, y_pm, Cp, Cn = job
+        prob = BinaryProblem(rows, y_pm, Cp, Cn, bias,
+                             rng_state(seed, _PURPOSE_SOLVER, *seed_path, column))
+        w[:, column] = solver(prob, params, info).w
+
+    n_threads = int(getattr(params, "n_threads", 1))
+    if n_threads < 1:
+        raise ValueError(f"-m {n_threads}: the number of threads must be >= 1")
+    if n_threads > 1 and len(jobs) > 1:
+        # the kernels release the GIL; each class has its own RNG stream, so the
+        # model does not depend on the thread count or the finishing order
+        from concurrent.futures import ThreadPoolExecutor
+        with ThreadPoolExecutor(max_workers=min(n_threads, len(jobs))) as pool:
+            list(pool.map(fit, jobs))
     else:
-        w = np.empty((w_size, nr_class))
-
-        def fit_class(c):
-            y_pm = np.where(class_index == c, 1, -1).astype(np.int8)
-            prob = BinaryProblem(rows, y_pm, weighted_C[c], params.C, bias,
-                                 rng_state(seed, _PURPOSE_SOLVER, *seed_path, c))
-            w[:, c] = solver(prob, params, info).w
-
-        n_threads = int(getattr(params, "n_threads", 1))
-        if n_threads < 1:
-            raise ValueError(f"-m {n_threads}: the number of threads must be >= 1")
-        if n_threads > 1:
-            # the kernels release the GIL; each class has its own RNG stream, so the
-            # model does not depend on the thread count or the finishing order
-            from concurrent.futures import ThreadPoolExecutor
-            with ThreadPoolExecutor(max_workers=min(n_threads, nr_class)) as pool:
-                list(pool.map(fit_class, range(nr_class)))
-        else:
-            for c in range(nr_class):
-                fit_class(c)
+        for job in jobs:
+            fit(job)
     return LinearModel(solver_type, nr_class, labels, nr_feature, bias, w, param=params)
 
 
