@@ -404,7 +404,7 @@ def uses_kernel_options(params: TrainParams) -> bool:
 def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> None:
     """Consistency of ``-t -d -g -r -H -J -N -Y -X`` (messages name the option)."""
     if params.kernel_type == 4:
-        raise NotImplementedError("-t 4 (precomputed kernel) is not supported; give the "
+        raise ValueError("-t 4 (precomputed kernel) is not supported; give the "
                                   "features and a kernel 0-3")
     if params.kernel_type not in (-1, 0, 1, 2, 3):
         raise ValueError(f"-t {params.kernel_type}: unknown kernel type (0 linear, 1 polynomial, "

@@ -207,11 +207,11 @@ def check_local_params(params: TrainParams) -> None:
     """Consistency of the locally linear options (messages name the option)."""
     st = int(params.solver_type)
     if st not in LOCAL_SOLVERS:
-        raise NotImplementedError(
+        raise ValueError(
             f"-s {st} ({SolverType(st).name}) with -L {params.coding}: locally linear "
             f"training supports -s 1, 3 and 30")
     if params.coding not in (0, KSTAR_CODING) and params.coding not in CODING_NAMES:
-        raise NotImplementedError(
+        raise ValueError(
             f"-L {params.coding}: this coding is not available in this version of lcoding "
             f"(available: 0, {', '.join(str(c) for c in sorted(CODING_NAMES))})")
     if params.n_anchors < 1:

@@ -283,7 +283,7 @@ def solve_occ_dual(rows: Rows, codes: np.ndarray, y: np.ndarray, C: np.ndarray, 
 def check_occ_params(params: TrainParams) -> None:
     st = int(params.solver_type)
     if st not in OCC_SOLVERS:
-        raise NotImplementedError(f"-s {st} ({SolverType(st).name}) with -L {params.coding}: "
+        raise ValueError(f"-s {st} ({SolverType(st).name}) with -L {params.coding}: "
                                   f"OCC training supports -s 1, 3 and 30")
     if params.coding not in OCC_CODINGS:
         raise ValueError(f"-L {params.coding} is not an OCC coding (4 or 5)")

@@ -77,7 +77,7 @@ def test_bad_local_options_are_named(rng):
         train(y, X, "-s 30 -L 1 -A 4 -k 2 -E 0")
     with pytest.raises(ValueError, match="-T"):
         train(y, X, "-s 30 -L 1 -A 4 -k 2 -T 0")
-    with pytest.raises(NotImplementedError, match="-s 5"):
+    with pytest.raises(ValueError, match="-s 5"):
         train(y, X, "-s 5 -L 1 -A 4 -k 2")
     with pytest.raises(ValueError, match="-K"):
         train(y, X, "-s 30 -K 2")

@@ -125,7 +125,7 @@ def test_bad_options(rng):
     X, y = _toy(rng)
     with pytest.raises(ValueError, match="-u"):
         train_model(y, as_rows(X), parse_train_options("-s 3 -L 4 -A 2 -u 0.5 -q"))
-    with pytest.raises(NotImplementedError, match="-s 0"):
+    with pytest.raises(ValueError, match="-s 0"):
         train_model(y, as_rows(X), parse_train_options("-s 0 -L 4 -A 2 -q"))
     with pytest.raises(ValueError, match="-A 50"):
         train_model(y, as_rows(X), parse_train_options("-s 3 -L 4 -A 50 -q"))
