@@ -115,6 +115,19 @@ cdef inline double coded_sqnorm(const CodedRows* rows, Py_ssize_t i) noexcept no
     return s
 
 
+cdef inline double coded_bias(const CodedRows* rows, Py_ssize_t i, const double* b) noexcept nogil:
+    # gamma(x_i) . b: the per-anchor biases b (one per anchor) weighted by the coding
+    # (b[0] for the linear coding) -- the bias term of the SGD LL-SVM's f(x).
+    cdef Py_ssize_t j, base
+    cdef double s = 0.0
+    if rows.anchor_idx == NULL:
+        return b[0]
+    base = i * rows.k
+    for j in range(rows.k):
+        s += rows.coding_weight[base + j] * b[rows.anchor_idx[base + j]]
+    return s
+
+
 cdef inline CodedRows make_rows(const double[::1] X_data, const int[::1] X_indices,
                                 const int64_t[::1] X_indptr, Py_ssize_t n_features,
                                 double bias, const int[:, ::1] anchor_idx,

@@ -14,7 +14,7 @@
 # (scale, t, count) persist across calls in `state`.
 from libc.stdint cimport int64_t
 
-from lcoding._rows cimport CodedRows, make_rows, coded_dot, coded_axpy
+from lcoding._rows cimport CodedRows, make_rows, coded_dot, coded_axpy, coded_bias
 
 cdef double RESCALE_BELOW = 1e-9
 
@@ -39,7 +39,7 @@ def sgd_epoch(
     cdef Py_ssize_t n = order.shape[0], n_w = W.shape[0], k = rows.k
     cdef Py_ssize_t s, i, j, base
     cdef double scale = state[0], t = state[1], count = state[2]
-    cdef double f, g, eta, step, margin, loss = 0.0, bsum
+    cdef double f, g, eta, step, margin, loss = 0.0
     cdef Py_ssize_t n_viol = 0
     cdef bint linear = rows.anchor_idx == NULL
     cdef double* Wp = &W[0]
@@ -50,14 +50,7 @@ def sgd_epoch(
             eta = 1.0 / (lam * (t + t0))
             f = scale * coded_dot(&rows, i, Wp)
             if bias >= 0:
-                bsum = 0.0
-                if linear:
-                    bsum = b[0]
-                else:
-                    base = i * k
-                    for j in range(k):
-                        bsum += rows.coding_weight[base + j] * b[rows.anchor_idx[base + j]]
-                f += bias * bsum
+                f += bias * coded_bias(&rows, i, &b[0])
             margin = y[i] * f
             if margin < 1.0:
                 loss += cost[i] * (1.0 - margin)
@@ -99,23 +92,15 @@ def hinge_loss_sum(
     of the primal objective that ``-s 30`` reports (one pass of dot products)."""
     cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, -1.0,
                                     anchor_idx, coding_weight)
-    cdef Py_ssize_t n = y.shape[0], k = rows.k
-    cdef Py_ssize_t i, j, base
-    cdef double f, bsum, margin, total = 0.0
-    cdef bint linear = rows.anchor_idx == NULL
+    cdef Py_ssize_t n = y.shape[0]
+    cdef Py_ssize_t i
+    cdef double f, margin, total = 0.0
     cdef const double* Wp = &W[0]
     with nogil:
         for i in range(n):
             f = coded_dot(&rows, i, Wp)
             if bias >= 0:
-                bsum = 0.0
-                if linear:
-                    bsum = b[0]
-                else:
-                    base = i * k
-                    for j in range(k):
-                        bsum += rows.coding_weight[base + j] * b[rows.anchor_idx[base + j]]
-                f += bias * bsum
+                f += bias * coded_bias(&rows, i, &b[0])
             margin = y[i] * f
             if margin < 1.0:
                 total += cost[i] * (1.0 - margin)

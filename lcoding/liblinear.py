@@ -157,10 +157,6 @@ class parameter(TrainParams):
         parse_train_options(options, self)
         self.print_func = print_null if self.quiet else None
 
-    @property
-    def nr_weight(self):
-        return len(self.weight_label)
-
     def __str__(self):
         names = ["solver_type", "eps", "C", "nr_weight", "weight_label", "weight", "p", "nu",
                  "init_sol", "regularize_bias", "w_recalc", "bias", "flag_cross_validation",
