@@ -270,56 +270,89 @@ def local_decision_values(
         const double[:, ::1] W,             # IN (n_anchors * stride, nr_w), anchor-major
         Py_ssize_t nr_feature, double bias,
         double[:, ::1] out,                 # OUT (n, nr_w)
-        const int[::1] order=None):         # IN rows to compute, in this order (None: all)
-    """``out[i, c] = sum_j gamma_ij (W_c[a_ij] . [x_i; B])``: gathers k rows of W
-    per sample for all classes at once (columns >= nr_feature are ignored).
+        Py_ssize_t row_start=0, Py_ssize_t row_stop=-1):
+    """``out[i, c] = sum_j gamma_ij (W_c[a_ij] . [x_i; B])`` for rows
+    ``row_start <= i < row_stop`` (columns >= nr_feature are ignored).
 
-    ``order`` only changes which rows are computed and when, never a value: rows
-    sorted by their nearest anchor reuse the same rows of ``W`` from cache."""
+    Anchor-major: the (row, weight) pairs are bucketed by anchor (a counting sort),
+    then every anchor's ``(stride, nr_w)`` block of ``W`` (63 KB for MNIST) stays in
+    cache while all rows coded by it stream past.  Gathering ``W`` per row instead
+    reads k * nnz scattered rows of the whole ``W`` (12.5 MB for MNIST, 200 anchors)
+    and was memory-bound: 27 vs 6 CPU us per MNIST test row, k = 30.  A row's value
+    is summed over its anchors in increasing anchor index, whatever the row range,
+    so chunks in threads give the same numbers as one call."""
     cdef Py_ssize_t n = out.shape[0], nr_w = out.shape[1], k = anchor_idx.shape[1]
     cdef Py_ssize_t stride = nr_feature + (1 if bias >= 0 else 0)
-    cdef Py_ssize_t s, n_todo, i, j, c, col, base
+    cdef Py_ssize_t n_anchors, i, j, c, col, a, e, pos, n_rows
     cdef int64_t p
-    cdef double g, v
-    cdef double* o
+    cdef double g, xv
     cdef const double* wrow
-    cdef bint ordered = order is not None
+    cdef const double* wa
+    cdef double* o
     cdef double acc[ACC_MAX]
-    cdef double* a_ptr
     if anchor_idx.shape[0] != n or coding_weight.shape[0] != n or X_indptr.shape[0] != n + 1:
         raise ValueError("local_decision_values: inconsistent row counts")
-    n_todo = order.shape[0] if ordered else n
+    if row_stop < 0 or row_stop > n:
+        row_stop = n
+    if row_start < 0:
+        row_start = 0
+    if row_start >= row_stop:
+        return
+    if W.shape[0] % stride != 0:
+        raise ValueError("local_decision_values: W rows are not a multiple of the stride")
+    if nr_w > ACC_MAX:
+        raise ValueError(f"local_decision_values: at most {ACC_MAX} decision functions")
+    n_anchors = W.shape[0] // stride
+    n_rows = row_stop - row_start
+    import numpy as np
+    cdef Py_ssize_t[::1] start = np.zeros(n_anchors + 1, dtype=np.intp)
+    cdef int[::1] bucket_row = np.empty(max(n_rows * k, 1), dtype=np.int32)
+    cdef double[::1] bucket_wt = np.empty(max(n_rows * k, 1), dtype=np.float64)
+    for i in range(row_start, row_stop):
+        for j in range(k):
+            a = anchor_idx[i, j]
+            if a < 0 or a >= n_anchors:
+                raise ValueError(f"local_decision_values: anchor index {a} out of range")
     with nogil:
-        for s in range(n_todo):
-            i = order[s] if ordered else s
-            if i < 0 or i >= n:
-                continue
-            o = &out[i, 0]
-            # accumulate in a local buffer (no aliasing with W: the compiler keeps
-            # it in registers / vectorises) when the classes fit
-            if nr_w <= ACC_MAX:
-                a_ptr = &acc[0]
-            else:
-                a_ptr = o
+        for i in range(row_start, row_stop):
             for c in range(nr_w):
-                a_ptr[c] = 0.0
+                out[i, c] = 0.0
+            for j in range(k):
+                if coding_weight[i, j] != 0.0:
+                    start[anchor_idx[i, j] + 1] += 1
+        for a in range(n_anchors):
+            start[a + 1] += start[a]
+        # rows enter each bucket in increasing order (stable counting sort)
+        for i in range(row_start, row_stop):
             for j in range(k):
                 g = coding_weight[i, j]
-                if g == 0.0:
-                    continue
-                base = anchor_idx[i, j] * stride
+                if g != 0.0:
+                    a = anchor_idx[i, j]
+                    pos = start[a]
+                    bucket_row[pos] = <int>i
+                    bucket_wt[pos] = g
+                    start[a] = pos + 1
+        # start[a] now holds the end of bucket a, the start of bucket a + 1
+        e = 0
+        for a in range(n_anchors):
+            wa = &W[a * stride, 0]
+            for pos in range(e, start[a]):
+                i = bucket_row[pos]
+                for c in range(nr_w):
+                    acc[c] = 0.0
                 for p in range(X_indptr[i], X_indptr[i + 1]):
                     col = X_indices[p]
                     if col < nr_feature:
-                        v = g * X_data[p]
-                        wrow = &W[base + col, 0]
+                        xv = X_data[p]
+                        wrow = wa + col * nr_w
                         for c in range(nr_w):
-                            a_ptr[c] += v * wrow[c]
+                            acc[c] += xv * wrow[c]
                 if bias >= 0:
-                    v = g * bias
-                    wrow = &W[base + nr_feature, 0]
+                    wrow = wa + nr_feature * nr_w
                     for c in range(nr_w):
-                        a_ptr[c] += v * wrow[c]
-            if a_ptr != o:
+                        acc[c] += bias * wrow[c]
+                g = bucket_wt[pos]
+                o = &out[i, 0]
                 for c in range(nr_w):
-                    o[c] = a_ptr[c]
+                    o[c] += g * acc[c]
+            e = start[a]

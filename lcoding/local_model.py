@@ -111,22 +111,19 @@ class LocalModel(Model):
         return rows
 
     def decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
-        """Decision values ``(n_rows, nr_w)``; coding and the gathers of ``W`` run
-        in ``n_threads`` threads over row ranges."""
+        """Decision values ``(n_rows, nr_w)``; coding and the local dot products
+        run in ``n_threads`` threads over row ranges."""
         rows = self.transform(rows)
         idx, wt = self.coding.code(rows, n_threads=n_threads)
         out = np.empty((rows.n_rows, self.nr_w), dtype=np.float64)
         if rows.n_rows == 0:
             return out
-        # rows grouped by nearest anchor share their rows of W in cache (MNIST,
-        # 200 anchors, k = 30: 15-20 % faster than file order); each thread takes
-        # a contiguous chunk of that order; every value is computed the same way
-        order = np.argsort(idx[:, 0], kind="stable").astype(np.int32)
-
+        # each thread takes a contiguous chunk of rows; a row's value does not
+        # depend on the chunking (the kernel sums its anchors in index order)
         def work(rng):
             a, b = rng
             _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx, wt,
-                                       self.w, self.dim, self.bias, out, order[a:b])
+                                       self.w, self.dim, self.bias, out, a, b)
 
         run_ranges(work, rows.n_rows, n_threads)
         return out

@@ -178,6 +178,22 @@ def test_local_decision_values_match_numpy(rng):
         W3 = W.reshape(m, stride, nr_w)
         ref = np.einsum("ij,ijc->ic", wt, np.einsum("id,ijdc->ijc", Xd, W3[idx]))
         np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-12)
+        # row ranges (one per thread) give the very same numbers as one call
+        chunked = np.full((n, nr_w), np.nan)
+        for a, b in ((0, 13), (13, 14), (14, 61), (61, n)):
+            _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx, wt, W, d,
+                                       bias, chunked, a, b)
+        np.testing.assert_array_equal(chunked, out)
+
+
+def test_local_decision_values_rejects_bad_anchor_index(rng):
+    rows = as_rows(sp.random(5, 4, density=0.5, random_state=2, format="csr"))
+    idx = np.zeros((5, 2), dtype=np.int32)
+    idx[3, 1] = 7                       # only 3 anchors
+    W = np.ones((3 * 4, 2))
+    with pytest.raises(ValueError, match="anchor index 7"):
+        _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx,
+                                   np.full((5, 2), 0.5), W, 4, -1.0, np.empty((5, 2)))
 
 
 # ------------------------------------------------------------------ kernel maps
