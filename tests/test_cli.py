@@ -54,7 +54,7 @@ def test_cross_validation_prints_accuracy(files, capsys):
 
 @pytest.mark.parametrize("argv,code,where,text", [
     ([], 1, "out", "Usage: lcoding-train"),
-    (["-z", "1", "FILE"], 1, "err", "unknown option '-z'"),
+    (["-h", "1", "FILE"], 1, "err", "unknown option '-h'"),
     (["-c", "0", "FILE"], 1, "err", "ERROR: C <= 0"),
     (["FILE_MISSING"], 1, "err", "can't open input file"),
 ])

@@ -161,12 +161,14 @@ def test_bad_parameters(rng):
         LocalCoding(3, V, 2, 1.0)
 
 
-def test_local_decision_values_match_numpy(rng):
-    n, d, m, k, nr_w = 80, 7, 9, 3, 4
+@pytest.mark.parametrize("nr_w", [1, 4, 5, 13, 16, 17, 70])   # fixed widths, generic, > 64
+def test_local_decision_values_match_numpy(rng, nr_w):
+    n, d, m, k = 80, 7, 9, 3
     X = sp.random(n, d + 2, density=0.5, random_state=1, format="csr")  # 2 unseen columns
     rows = as_rows(X)
     idx = rng.integers(0, m, size=(n, k)).astype(np.int32)
     wt = rng.random((n, k))
+    wt[5, 1] = 0.0                      # a zero weight is skipped
     for bias in (-1.0, 1.0, 0.5):
         stride = d + (bias >= 0)
         W = rng.normal(size=(m * stride, nr_w))

@@ -248,7 +248,7 @@ def test_legacy_script_runs_with_only_the_import_changed(tmp_path, shared_data):
 # ---- bad input -------------------------------------------------------------------
 
 BAD_OPTIONS = [
-    ("-z 1", "unknown option '-z'"), ("-c", "option -c needs a value"),
+    ("-h 1", "unknown option '-h'"), ("-c", "option -c needs a value"),
     ("-c abc", "option -c"), ("-s 8", "not a valid solver type"), ("-v 1", "n must >= 2"),
     ("-c 0", "C <= 0"), ("-c -1", "C <= 0"), ("-e 0", "eps <= 0"), ("-s 11 -p -1", "p < 0"),
     ("-R", "must specify -B 1 along with -R"), ("-R -B 2", "must specify -B 1"),

@@ -1,0 +1,163 @@
+/* Inner loop of _knn.local_decision_values (LL-SVM prediction), in C so that it can
+ * be compiled twice: for AVX2 and for the baseline x86-64 (SSE2), with the choice
+ * made once at load time (GCC function multi-versioning).  Only the vector width
+ * changes: every out[i, c] is accumulated in the same order, and the AVX2 target
+ * has no fused multiply-add (that would be "fma"), so both give bit-identical values.
+ * MNIST, 200 anchors, k = 30, 10 classes: 14 CPU us per test row, against 20 for
+ * the same loop as Cython with a runtime-length accumulator array.
+ *
+ * For the rows i = bucket_row[pos], pos0 <= pos < pos1, coded by one anchor with
+ * weight g = bucket_wt[pos], whose local weights are the (stride x nr_w) block wa:
+ *     out[i, c] += g * (sum_{j in x_i, j < nr_feature} x_ij wa[j, c] + B wa[nr_feature, c])
+ */
+#ifndef LCODING_LOCAL_DOT_H
+#define LCODING_LOCAL_DOT_H
+
+#include <stdint.h>
+
+#define LCODING_LOCAL_DOT_MAX_W 64
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
+    && (__GNUC__ >= 8)
+#define LCODING_MULTIVERSION __attribute__((target_clones("avx2", "default")))
+#else
+#define LCODING_MULTIVERSION
+#endif
+
+LCODING_MULTIVERSION
+static void lcoding_local_dot_rows(const double *X_data, const int *X_indices,
+                                   const int64_t *X_indptr, const int *bucket_row,
+                                   const double *bucket_wt, intptr_t pos0, intptr_t pos1,
+                                   const double *wa, intptr_t nr_feature, intptr_t nr_w,
+                                   double bias, double *out)
+{
+    double acc[LCODING_LOCAL_DOT_MAX_W];
+    intptr_t pos, c, c0, nc, i;
+    int64_t p;
+    /* classes in chunks of LCODING_LOCAL_DOT_MAX_W (one chunk unless nr_w > 64) */
+    for (c0 = 0; c0 < nr_w; c0 += LCODING_LOCAL_DOT_MAX_W) {
+        nc = nr_w - c0 < LCODING_LOCAL_DOT_MAX_W ? nr_w - c0 : LCODING_LOCAL_DOT_MAX_W;
+        for (pos = pos0; pos < pos1; ++pos) {
+            i = bucket_row[pos];
+            for (c = 0; c < nc; ++c)
+                acc[c] = 0.0;
+            for (p = X_indptr[i]; p < X_indptr[i + 1]; ++p) {
+                intptr_t col = X_indices[p];
+                if (col < nr_feature) {
+                    const double xv = X_data[p];
+                    const double *wrow = wa + col * nr_w + c0;
+                    for (c = 0; c < nc; ++c)
+                        acc[c] += xv * wrow[c];
+                }
+            }
+            if (bias >= 0) {
+                const double *wrow = wa + nr_feature * nr_w + c0;
+                for (c = 0; c < nc; ++c)
+                    acc[c] += bias * wrow[c];
+            }
+            {
+                const double g = bucket_wt[pos];
+                double *o = out + i * nr_w + c0;
+                for (c = 0; c < nc; ++c)
+                    o[c] += g * acc[c];
+            }
+        }
+    }
+}
+
+/* Fixed-width version: the anchor's block is first copied to wpad with NCW columns
+ * (nr_w <= NCW, zero padded) so that the class loop has a compile-time length and the
+ * NCW accumulators live in registers (a runtime-length acc[] goes through memory on
+ * every nonzero).  Same order of operations per (row, class) as the generic loop. */
+#define LCODING_LOCAL_DOT_FIXED(NCW)                                                     \
+LCODING_MULTIVERSION                                                                   \
+static void lcoding_local_dot_rows_##NCW(const double *X_data, const int *X_indices,   \
+        const int64_t *X_indptr, const int *bucket_row, const double *bucket_wt,        \
+        intptr_t pos0, intptr_t pos1, const double *wpad, intptr_t nr_feature,          \
+        intptr_t nr_w, double bias, double *out)                                         \
+{                                                                                        \
+    intptr_t pos, c, i;                                                                  \
+    int64_t p;                                                                           \
+    for (pos = pos0; pos < pos1; ++pos) {                                                \
+        double acc[NCW];                                                                 \
+        i = bucket_row[pos];                                                             \
+        for (c = 0; c < NCW; ++c)                                                        \
+            acc[c] = 0.0;                                                                \
+        for (p = X_indptr[i]; p < X_indptr[i + 1]; ++p) {                                \
+            intptr_t col = X_indices[p];                                                 \
+            if (col < nr_feature) {                                                      \
+                const double xv = X_data[p];                                             \
+                const double *wrow = wpad + col * NCW;                                   \
+                for (c = 0; c < NCW; ++c)                                                \
+                    acc[c] += xv * wrow[c];                                              \
+            }                                                                            \
+        }                                                                                \
+        if (bias >= 0) {                                                                 \
+            const double *wrow = wpad + nr_feature * NCW;                                \
+            for (c = 0; c < NCW; ++c)                                                    \
+                acc[c] += bias * wrow[c];                                                \
+        }                                                                                \
+        {                                                                                \
+            const double g = bucket_wt[pos];                                             \
+            double *o = out + i * nr_w;                                                  \
+            for (c = 0; c < nr_w; ++c)                                                   \
+                o[c] += g * acc[c];                                                      \
+        }                                                                                \
+    }                                                                                    \
+}
+
+LCODING_LOCAL_DOT_FIXED(4)
+LCODING_LOCAL_DOT_FIXED(8)
+LCODING_LOCAL_DOT_FIXED(12)
+LCODING_LOCAL_DOT_FIXED(16)
+
+/* padded width used for nr_w classes (0: the generic loop) */
+static inline intptr_t lcoding_local_dot_width(intptr_t nr_w)
+{
+    if (nr_w <= 1) return 0;          /* binary: one value, nothing to keep in registers */
+    if (nr_w <= 16) return (nr_w + 3) / 4 * 4;
+    return 0;
+}
+
+/* Copy the (stride x nr_w) block wa to wpad (stride x width), zero padded. */
+static void lcoding_local_dot_pad(const double *wa, intptr_t stride, intptr_t nr_w,
+                                  intptr_t width, double *wpad)
+{
+    intptr_t r, c;
+    for (r = 0; r < stride; ++r) {
+        for (c = 0; c < nr_w; ++c)
+            wpad[r * width + c] = wa[r * nr_w + c];
+        for (; c < width; ++c)
+            wpad[r * width + c] = 0.0;
+    }
+}
+
+/* out rows of one anchor's bucket: the fixed-width version when width > 0 (wpad
+ * holds the padded block), else the generic loop over wa. */
+static void lcoding_local_dot_bucket(const double *X_data, const int *X_indices,
+                                     const int64_t *X_indptr, const int *bucket_row,
+                                     const double *bucket_wt, intptr_t pos0, intptr_t pos1,
+                                     const double *wa, double *wpad, intptr_t width,
+                                     intptr_t nr_feature, intptr_t nr_w, double bias,
+                                     double *out)
+{
+    intptr_t stride = nr_feature + (bias >= 0 ? 1 : 0);
+    if (width == 0) {
+        lcoding_local_dot_rows(X_data, X_indices, X_indptr, bucket_row, bucket_wt, pos0, pos1,
+                               wa, nr_feature, nr_w, bias, out);
+        return;
+    }
+    lcoding_local_dot_pad(wa, stride, nr_w, width, wpad);
+    switch (width) {
+    case 4: lcoding_local_dot_rows_4(X_data, X_indices, X_indptr, bucket_row, bucket_wt,
+                                     pos0, pos1, wpad, nr_feature, nr_w, bias, out); break;
+    case 8: lcoding_local_dot_rows_8(X_data, X_indices, X_indptr, bucket_row, bucket_wt,
+                                     pos0, pos1, wpad, nr_feature, nr_w, bias, out); break;
+    case 12: lcoding_local_dot_rows_12(X_data, X_indices, X_indptr, bucket_row, bucket_wt,
+                                       pos0, pos1, wpad, nr_feature, nr_w, bias, out); break;
+    default: lcoding_local_dot_rows_16(X_data, X_indices, X_indptr, bucket_row, bucket_wt,
+                                       pos0, pos1, wpad, nr_feature, nr_w, bias, out); break;
+    }
+}
+
+#endif
