@@ -11,10 +11,15 @@ Protocol (algorithms.md §D.4, the paper's Table 1)
   over the 5 restarts and over passes 20-40 (the paper: 25 runs, passes 20-40);
   "(m)" = majority vote of the 5 restarts, averaged over passes 20-40; the final
   models (pass 40) are reported too.
+* MNIST with the constant coordinate ``-z 0.5`` (lcoding's addition; b chosen on the
+  validation split, docs/kq_metrics.md): parts ``kq_z1`` / ``kq_z2`` / ``kq_z3``, one
+  ``-W 5`` model each with ``-S 1`` / ``-S 2`` / ``-S 3``, reported like the
+  paper-setting rows.
 * Ablation (MNIST, restart 1): update rule -G 0/1/2 x pass type -F 0/1/2, error
   averaged over passes 20-40 and seconds per pass.  It sets the defaults.
-* k q-flats baseline: (k, q) chosen on the last 20 % of the training set (the
-  paper: "best manual k, q"), then retrained on everything.
+* k q-flats baseline: (PCA, k, q, through-origin -y 0 / affine -y 1) chosen on the
+  last 20 % of the training set by ``select_kq_params`` (the paper: "best manual k,
+  q"; its flats are affine, eq. 1 and 4), then retrained on everything.
 * USPS, LETTER (no ISOLET / 20 Newsgroups in the shared data): the paper's model
   selection on the last 20 % of the training set over a reduced (k, q, mu) grid
   (q <= the 16 features on LETTER), 40 passes, 5-restart vote.
@@ -28,6 +33,8 @@ Usage::
 
     python benchmarks/bench_kq.py                    # everything -> results/kq.md
     python benchmarks/bench_kq.py --parts ablation --datasets mnist
+    python benchmarks/bench_kq.py --parts kq_z1,kq_z2 --datasets mnist --json other.json
+    python benchmarks/bench_kq.py --parts none --merge other.json --note "how"   # merge
 """
 from __future__ import annotations
 
@@ -52,13 +59,19 @@ from lcoding.training import group_classes, train_model
 HERE = Path(__file__).resolve().parent
 PAPER = {"single": 1.36, "vote": 1.15, "flats": 1.6, "svm": 1.4, "pass_s": 300.0 / 40}
 MNIST_OPTS = "-s 40 -l 50 -k 8 -Q 20 -U 1.05 -V 0.95 -D 0.1 -E 40"
+# the constant coordinate -z b (lcoding's addition, not the paper's setting): b chosen
+# on the MNIST validation split (first 48 000 / last 12 000 training rows; docs page)
+Z_MNIST = 0.5
 SELECT_GRID = {
     "usps": {"k": (1, 4), "q": (20, 40), "mu": ((1.05, 0.95), (1.2, 0.8), (1.4, 0.6))},
     "letter": {"k": (4, 8, 16), "q": (4, 8), "mu": ((1.05, 0.95), (1.2, 0.8), (1.4, 0.6))},
 }
-FLATS_GRID = {"mnist": {"k": (1, 4, 8, 16), "q": (10, 20)},
-              "usps": {"k": (1, 2, 4), "q": (10, 20, 40)},
-              "letter": {"k": (1, 4, 8, 16), "q": (2, 4, 8)}}
+# k q-flats: through the origin (-y 0, the issue's definition) and affine (-y 1, the
+# paper's eq. 1 and 4), (k, q, -y) chosen on the validation split
+FLATS_GRID = {"mnist": {"k": (32, 64), "q": (10, 15, 20), "affine": (0, 1)},
+              "usps": {"k": (1, 4, 16, 32), "q": (10, 20), "affine": (0, 1)},
+              "letter": {"k": (4, 16, 32, 64), "q": (2, 4, 8), "affine": (0, 1)}}
+FLATS_PCA = {"mnist": (50, 100), "usps": (0,), "letter": (0, 16)}
 # PCA settings tried on validation: LETTER's raw features (integers 0-15) all lie in
 # one orthant, so centring (PCA to all 16 dimensions) is tried beside none
 PCA = {"mnist": (50,), "usps": (0,), "letter": (0, 16)}
@@ -93,7 +106,8 @@ def per_pass_run(y, X, ty, tX, opts, log, passes_from=20):
     params = parse_train_options(opts + " -q")
     labels, _ = group_classes(y)
     with blas_threads(1):
-        TX = KQPreprocess.fit(X, params.kq_pca, bool(params.kq_sphere)).transform(tX)
+        TX = KQPreprocess.fit(X, params.kq_pca, bool(params.kq_sphere),
+                              params.kq_offset).transform(tX)
     preds, secs = {}, []
 
     def on_pass(r, p, W, seconds):
@@ -164,8 +178,8 @@ def part_kq(name, data, log):
             with blas_threads(1):
                 cand, rows = select_kq_params(y, X, base, SELECT_GRID[name],
                                               info=lambda s: log("    " + s.rstrip()))
-            table += [(pca,) + row for row in rows]
-            e = min(row[4] for row in rows)
+            table += [dict(row, pca=pca) for row in rows]
+            e = min(row["error"] for row in rows)
             best = (e, cand) if best is None or e < best[0] else best
         best = best[1]
         log(f"  model selection {time.perf_counter() - t:.0f} s")
@@ -192,23 +206,24 @@ def part_kq_seed2(name, data, log):
 
 
 def part_flats(name, data, log):
+    """(k, q, -y) by select_kq_params (first 80 % / last 20 %) for every PCA setting."""
     y, X, ty, tX = data
-    tr, val = last20(X.n_rows)
-    Xtr, Xval = X.take(tr), X.take(val)
     best, table = None, []
-    for pca, k, q in itertools.product(PCA[name], FLATS_GRID[name]["k"], FLATS_GRID[name]["q"]):
-        opts = f"-s 41 -l {pca} -k {k} -Q {q}"
-        m = train_model(y[tr], Xtr, parse_train_options(opts + " -q"))
-        e = predict_err(m, Xval, y[val])[0]
-        table.append((pca, k, q, e))
-        log(f"    flats val pca={pca} k={k} q={q}: {e:.2f}%")
+    for pca in FLATS_PCA[name]:
+        with blas_threads(1):
+            cand, rows = select_kq_params(y, X, parse_train_options(f"-s 41 -l {pca} -q"),
+                                          FLATS_GRID[name],
+                                          info=lambda s: log(f"    flats val pca={pca} " + s.rstrip()))
+        table += [dict(row, pca=pca) for row in rows]
+        e = min(row["error"] for row in rows)
+        opts = f"-s 41 -l {pca} -k {cand.n_neighbors} -Q {cand.kq_dim} -y {cand.kq_affine}"
         best = (e, opts) if best is None or e < best[0] else best
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     m = train_model(y, X, parse_train_options(best[1] + " -q"))
-    tt = time.perf_counter() - t
+    tt, tc = time.perf_counter() - t, time.process_time() - c
     e, pus = predict_err(m, tX, ty)
-    log(f"  k q-flats {name}: {e:.2f}% ({best[1]})")
-    return dict(err=e, opts=best[1], train_s=tt, predict_us=pus, table=table)
+    log(f"  k q-flats {name}: {e:.2f}% ({best[1]}; train {tt:.1f} s wall, {tc:.1f} s cpu)")
+    return dict(err=e, opts=best[1], train_s=tt, train_cpu_s=tc, predict_us=pus, table=table)
 
 
 def part_liblinear(name, data, log):
@@ -276,11 +291,44 @@ def part_llsvm(name, data, log):
     return dict(err=e, opts=best[1], train_s=tt, predict_us=pus)
 
 
-PARTS = {"ablation": part_ablation, "kq": part_kq, "kq_seed2": part_kq_seed2, "flats": part_flats,
+def part_kq_offset(seed):
+    """The MNIST setting plus the constant coordinate -z Z_MNIST, one -W 5 model."""
+    def part(name, data, log):
+        y, X, ty, tX = data
+        opts = f"{MNIST_OPTS} -z {Z_MNIST:g} -S {seed}"
+        model, preds, secs, tt = per_pass_run(y, X, ty, tX, opts + " -W 5", log)
+        res = summarise_passes(preds, ty, model.label)
+        res.update(opts=opts, train_s_5=tt, pass_s=float(np.mean(secs)))
+        res["final_vote_err"], res["predict_us_vote"] = predict_err(model, tX, ty)
+        log(f"  k q-metrics {name} {opts}: single {res['single_mean']:.2f}% "
+            f"vote {res['vote_mean']:.2f}% final vote {res['final_vote_err']:.2f}%")
+        return res
+    return part
+
+
+PARTS = {"ablation": part_ablation, "kq": part_kq, "kq_seed2": part_kq_seed2,
+         "kq_z1": part_kq_offset(1), "kq_z2": part_kq_offset(2), "kq_z3": part_kq_offset(3),
+         "flats": part_flats,
          "liblinear": part_liblinear, "libsvm": part_libsvm, "llsvm": part_llsvm}
 
 
 # ---------------------------------------------------------------- report
+def _selection_row(row):
+    """A model-selection row as a dict (older result files hold tuples
+    ([pca,] k, q, mu1, mu2, error))."""
+    if isinstance(row, dict):
+        return row
+    k, q, mu1, mu2, error = row[-5:]
+    return dict(pca=row[0] if len(row) > 5 else 0, k=k, q=q, mu1=mu1, mu2=mu2, error=error)
+
+
+def _flats_cell(row, show_pca):
+    if isinstance(row, dict):
+        return (f"pca={row['pca']} " if show_pca else "") + \
+            f"k={row['k']} q={row['q']} -y {row['affine']}: {row['error']:.2f}"
+    return (f"pca={row[0]} " if len(row) == 4 else "") + f"k={row[-3]} q={row[-2]}: {row[-1]:.2f}"
+
+
 def write_markdown(results, path):
     env = results["_env"]
     lines = ["# k q-metrics benchmark (issue 7)", "",
@@ -288,7 +336,8 @@ def write_markdown(results, path):
              f"Machine: {env['machine']}; load average at start {env['load_start']}, at end "
              f"{env.get('load_end', '?')} (2 cores shared with other jobs: timings are upper bounds). "
              "BLAS limited to one thread.  Prediction times of liblinear-official and "
-             "libsvm-official include their Python wrappers' conversion of the test rows.", ""]
+             "libsvm-official include their Python wrappers' conversion of the test rows."]
+    lines += [""] + [f"* {note}" for note in env.get("notes", [])] + [""]
     for name in [n for n in ("mnist", "usps", "letter") if n in results]:
         r = results[name]
         lines += [f"## {name.upper()}", "",
@@ -311,12 +360,29 @@ def write_markdown(results, path):
                          f"(m) pass 40 | {kq2['single_mean']:.2f} / {kq2['vote_mean']:.2f} / "
                          f"{kq2['final_vote_err']:.2f} | {kq2['train_s_5']:.1f} | | |")
             lines.append(f"| k q-metrics, all 10 runs: single / (m) (mean of the two votes), "
-                         f"passes 20-40 | {(kq['single_mean'] + kq2['single_mean']) / 2:.2f} / "
-                         f"{(kq['vote_mean'] + kq2['vote_mean']) / 2:.2f} | | | |")
+                         f"passes 20-40 | {(kq['single_mean'] + kq2['single_mean']) / 2:.3f} / "
+                         f"{(kq['vote_mean'] + kq2['vote_mean']) / 2:.3f} | | | |")
+        zs = [r[key] for key in ("kq_z1", "kq_z2", "kq_z3") if r.get(key)]
+        for zr in zs:
+            if zr:
+                lines.append(f"| k q-metrics + constant coordinate: single (5 restarts x passes "
+                             f"20-40) / (m) passes 20-40 / (m) pass 40 | {zr['single_mean']:.2f} / "
+                             f"{zr['vote_mean']:.2f} / {zr['final_vote_err']:.2f} | "
+                             f"{zr['train_s_5']:.1f} | {zr['predict_us_vote']:.1f} | "
+                             f"`{zr['opts']} -W 5` |")
+                lines.append(f"| k q-metrics + constant coordinate, single, pass 40 of each "
+                             f"restart | {', '.join(f'{e:.2f}' for e in zr['single_pass40'])} "
+                             f"| | | |")
+        if len(zs) > 1:
+            lines.append(f"| k q-metrics + constant coordinate, all {5 * len(zs)} runs: single / "
+                         f"(m) (mean of the {len(zs)} votes) passes 20-40 | "
+                         f"{np.mean([z['single_mean'] for z in zs]):.3f} / "
+                         f"{np.mean([z['vote_mean'] for z in zs]):.3f} | | | |")
         if r.get("flats"):
             f = r["flats"]
-            lines.append(f"| supervised k q-flats (k, q on validation) | {f['err']:.2f} | "
-                         f"{f['train_s']:.1f} | {f['predict_us']:.1f} | `{f['opts']}` |")
+            cpu = f" (cpu {f['train_cpu_s']:.1f})" if "train_cpu_s" in f else ""
+            lines.append(f"| supervised k q-flats (PCA, k, q, -y on validation) | {f['err']:.2f} | "
+                         f"{f['train_s']:.1f}{cpu} | {f['predict_us']:.1f} | `{f['opts']}` |")
         for key, label in (("llsvm", "lcoding LL-SVM"), ("liblinear", "liblinear-official linear"),
                            ("libsvm", "libsvm-official RBF")):
             if r.get(key):
@@ -341,14 +407,14 @@ def write_markdown(results, path):
                 lines += ["Model selection (validation = last 20 % of the training set):", "",
                           "| PCA -l | k | q | mu1 | mu2 | validation error % |",
                           "| --- | --- | --- | --- | --- | --- |"]
-                lines += [f"| {'/'.join(str(v) for v in row[:-5]) or '0'} | {row[-5]} | "
-                          f"{row[-4]} | {row[-3]:g} | {row[-2]:g} | {row[-1]:.2f} |"
-                          for row in kq["selection"]]
+                lines += [f"| {row['pca']} | {row['k']} | {row['q']} | {row['mu1']:g} | "
+                          f"{row['mu2']:g} | {row['error']:.2f} |" for row in
+                          map(_selection_row, kq["selection"])]
                 lines.append("")
         if r.get("flats"):
-            lines += ["k q-flats validation errors: " + ", ".join(
-                (f"pca={row[0]} " if len(row) == 4 else "") + f"k={row[-3]} q={row[-2]}: "
-                f"{row[-1]:.2f}" for row in r["flats"]["table"]), ""]
+            lines += ["k q-flats validation errors (-y 0 through the origin, -y 1 affine): "
+                      + ", ".join(_flats_cell(row, len(FLATS_PCA[name]) > 1)
+                                  for row in r["flats"]["table"]), ""]
         if r.get("ablation"):
             lines += ["### Ablation: update rule (-G) x pass type (-F), restart 1", "",
                       "| -G | -F | error % (mean passes 20-40) | error % pass 40 | s / pass |",
@@ -367,6 +433,9 @@ def main(argv=None):
     ap.add_argument("--out", default=str(HERE / "results" / "kq.md"))
     ap.add_argument("--merge", action="append", default=[],
                     help="JSON results of another run (e.g. a parallel libsvm run) to merge in")
+    ap.add_argument("--note", action="append", default=[],
+                    help="a line for the header of the table (with --parts none: how the "
+                         "merged results were produced)")
     args = ap.parse_args(argv)
     jpath = Path(args.json)
     results = json.loads(jpath.read_text()) if jpath.exists() else {}
@@ -374,6 +443,8 @@ def main(argv=None):
         for name, parts in json.loads(Path(extra).read_text()).items():
             if name != "_env":
                 results.setdefault(name, {}).update(parts)
+    if args.note:
+        results.setdefault("_env", {}).setdefault("notes", []).extend(args.note)
     if args.parts == "none":        # re-render (after merging) without running anything
         write_markdown(results, Path(args.out))
         jpath.write_text(json.dumps(results, indent=1, default=lambda o: o.tolist()))
@@ -389,11 +460,16 @@ def main(argv=None):
         log(f"== {name}")
         data = load(name)
         for part in args.parts.split(","):
-            if part == "ablation" and name != "mnist":
-                continue
-            t = time.perf_counter()
+            if part in ("ablation", "kq_seed2", "kq_z1", "kq_z2", "kq_z3") and name != "mnist":
+                continue        # MNIST-only parts (the paper's setting)
+            t, c = time.perf_counter(), time.process_time()
             try:
                 results.setdefault(name, {})[part] = PARTS[part](name, data, log)
+                if isinstance(results[name][part], dict):
+                    results[name][part]["_part"] = dict(
+                        wall_s=time.perf_counter() - t, cpu_s=time.process_time() - c,
+                        finished=time.strftime("%Y-%m-%d %H:%M"),
+                        load_end=" ".join(f"{v:.2f}" for v in os.getloadavg()))
             except Exception as exc:   # a failing baseline must not lose the other results
                 log(f"  {part} failed: {type(exc).__name__}: {exc}")
                 results.setdefault(name, {}).setdefault("_failed", {})[part] = repr(exc)

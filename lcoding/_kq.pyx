@@ -84,6 +84,93 @@ def metric_norms(const double[:, ::1] X,   # IN (n, d) rows (preprocessed, dense
         free(P)
 
 
+def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
+                const double[:, ::1] W,        # IN (M*q, d) flat bases (orthonormal rows)
+                const double[:, ::1] centres,  # IN (M, d) flat centres c_m
+                Py_ssize_t q,
+                double[:, ::1] out,            # OUT (n, M) minus the squared distance
+                Py_ssize_t block=256):
+    """Affine flats: out[r, m] = ||F_m (x_r - c_m)||^2 - ||x_r - c_m||^2, i.e. minus the
+    squared distance of x_r to the flat c_m + span(F_m) when F_m has orthonormal rows
+    (the largest score is the nearest flat).  Two dgemm per block of rows."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], mq = W.shape[0]
+    cdef Py_ssize_t M, r0, r1, i, m, t, u
+    cdef int imq, ib, idd, iM
+    cdef double one = 1.0, zero = 0.0, s, v, xx
+    cdef double* P = NULL
+    cdef double* Q = NULL
+    cdef double* B = NULL
+    cdef double* cc = NULL
+    cdef const double* prow
+    cdef const double* xrow
+    if q < 1 or mq % q != 0:
+        raise ValueError(f"flat rows ({mq}) are not a multiple of q = {q}")
+    M = mq // q
+    if W.shape[1] != d or centres.shape[1] != d:
+        raise ValueError(f"flats have {W.shape[1]} / centres {centres.shape[1]} columns, the "
+                         f"rows have {d}")
+    if centres.shape[0] != M:
+        raise ValueError(f"{centres.shape[0]} centres for {M} flats")
+    if out.shape[0] != n or out.shape[1] != M:
+        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected ({n}, {M})")
+    if n == 0 or M == 0:
+        return
+    P = <double*>malloc(block * mq * sizeof(double))
+    Q = <double*>malloc(block * M * sizeof(double))
+    B = <double*>malloc(mq * sizeof(double))
+    cc = <double*>malloc(M * sizeof(double))
+    if P == NULL or Q == NULL or B == NULL or cc == NULL:
+        free(P)
+        free(Q)
+        free(B)
+        free(cc)
+        raise MemoryError("flat_scores: cannot allocate the product blocks")
+    imq = <int>mq
+    idd = <int>d
+    iM = <int>M
+    try:
+        with nogil:
+            for m in range(M):            # B = F_m c_m, cc = ||c_m||^2
+                s = 0.0
+                for u in range(d):
+                    s += centres[m, u] * centres[m, u]
+                cc[m] = s
+                for t in range(m * q, m * q + q):
+                    s = 0.0
+                    for u in range(d):
+                        s += W[t, u] * centres[m, u]
+                    B[t] = s
+            r0 = 0
+            while r0 < n:
+                r1 = min(r0 + block, n)
+                ib = <int>(r1 - r0)
+                if d > 0:
+                    dgemm(b"T", b"N", &imq, &ib, &idd, &one, <double*>&W[0, 0], &idd,
+                          <double*>&X[r0, 0], &idd, &zero, P, &imq)
+                    dgemm(b"T", b"N", &iM, &ib, &idd, &one, <double*>&centres[0, 0], &idd,
+                          <double*>&X[r0, 0], &idd, &zero, Q, &iM)
+                for i in range(r1 - r0):
+                    xrow = &X[r0 + i, 0]
+                    xx = 0.0
+                    for u in range(d):
+                        xx += xrow[u] * xrow[u]
+                    prow = P + i * mq
+                    for m in range(M):
+                        s = 0.0
+                        if d > 0:
+                            for t in range(m * q, m * q + q):
+                                v = prow[t] - B[t]
+                                s += v * v
+                            s -= xx - 2.0 * Q[i * M + m] + cc[m]
+                        out[r0 + i, m] = s
+                r0 = r1
+    finally:
+        free(P)
+        free(Q)
+        free(B)
+        free(cc)
+
+
 cdef inline double metric_response(double* Fm, const double* x, double* y,
                                    int d, int q) noexcept nogil:
     # y = F_m x (q values); returns ||y||^2

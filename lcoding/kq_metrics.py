@@ -18,19 +18,23 @@ fitted on the training rows, ``-l p``) and projection onto the unit sphere
   :mod:`lcoding._kq`).  ``-G`` picks the step (printed rule / exact gradient /
   α-weighted, ambiguity D-1), ``-F`` the pass (fully sequential, or footnote 2's
   "semi-stochastic" pass: violators found by one batched BLAS pass, D-2).
+* ``-s 41 -y 1``: affine k q-flats (centre + q directions, nearest flat), the
+  paper's own definition of the baseline (eq. 1 and 4); scores are minus the
+  squared distances (kernel ``_kq.flat_scores``).
 * ``-W r``: r independent restarts in one model, predicting by majority vote (the
   paper's "(m)" rows).
 
-:func:`select_kq_params` is the paper's model selection over (k, q, mu1, mu2) on
-the last 20 % of the training data.
+:func:`select_kq_params` is the paper's model selection over (k, q, mu1, mu2)
+(``-s 41``: k, q, affine) on the last 20 % of the training data; ``-x 1`` runs it
+inside training and then trains on all rows with the best setting.
 """
 from __future__ import annotations
 
 import contextlib
+import copy
 import itertools
 import math
 import time
-from dataclasses import replace
 
 import numpy as np
 import scipy.linalg
@@ -91,12 +95,23 @@ def _rng(seed, *purpose) -> np.random.Generator:
 
 # ------------------------------------------------------------------ preprocessing
 class KQPreprocess:
-    """PCA (centred, ``components`` rows are the principal directions) then the
-    optional projection onto the unit sphere.  Rows of zero norm stay zero."""
+    """PCA (centred, ``components`` rows are the principal directions), then the
+    optional projection onto the unit sphere, then an optional constant coordinate
+    ``offset`` = b appended to every row (``-z``; 0: none) and, with the sphere, the
+    row scaled back to norm 1: ``(x / ||x||, b) / sqrt(1 + b^2)``.  Rows of zero norm
+    stay zero (before the constant coordinate).
 
-    def __init__(self, nr_feature: int, mean=None, components=None, sphere: bool = True):
+    With the constant coordinate a metric ``||F (x, b)||^2 = ||A x + b a||^2`` is a
+    quadratic around a centre, not only through the origin (the paper's footnote 1:
+    a q-dimensional affine set lies in a (q + 1)-dimensional subspace)."""
+
+    def __init__(self, nr_feature: int, mean=None, components=None, sphere: bool = True,
+                 offset: float = 0.0):
         self.nr_feature = int(nr_feature)
         self.sphere = bool(sphere)
+        self.offset = float(offset)
+        if not (math.isfinite(self.offset) and self.offset >= 0):
+            raise ValueError(f"the constant coordinate must be finite and >= 0, got {offset}")
         if (mean is None) != (components is None):
             raise ValueError("PCA needs both the mean and the components")
         if components is not None:
@@ -116,13 +131,13 @@ class KQPreprocess:
 
     @property
     def out_dim(self) -> int:
-        return self.pca_dim or self.nr_feature
+        return (self.pca_dim or self.nr_feature) + (1 if self.offset else 0)
 
     @classmethod
-    def fit(cls, rows: Rows, pca_dim: int, sphere: bool) -> "KQPreprocess":
+    def fit(cls, rows: Rows, pca_dim: int, sphere: bool, offset: float = 0.0) -> "KQPreprocess":
         nr_feature = rows.n_features
         if pca_dim == 0:
-            return cls(nr_feature, sphere=sphere)
+            return cls(nr_feature, sphere=sphere, offset=offset)
         X = rows.to_csr()
         n = X.shape[0]
         mean = np.asarray(X.mean(axis=0)).reshape(-1)
@@ -130,7 +145,7 @@ class KQPreprocess:
         cov = gram / n - np.outer(mean, mean)
         vals, vecs = scipy.linalg.eigh(cov, subset_by_index=(nr_feature - pca_dim, nr_feature - 1))
         comps = vecs[:, ::-1].T.copy()
-        return cls(nr_feature, mean, _fix_signs(comps), sphere)
+        return cls(nr_feature, mean, _fix_signs(comps), sphere, offset)
 
     def transform(self, rows: Rows) -> np.ndarray:
         """Dense (n, out_dim) rows the metrics see."""
@@ -145,6 +160,10 @@ class KQPreprocess:
         if self.sphere:
             norms = np.sqrt(np.einsum("ij,ij->i", out, out))
             np.divide(out, norms[:, None], out=out, where=norms[:, None] > 0)
+        if self.offset:
+            out = np.hstack([out, np.full((out.shape[0], 1), self.offset)])
+            if self.sphere:     # (x / ||x||, b) / sqrt(1 + b^2): back onto the sphere
+                out /= np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
         return np.ascontiguousarray(out, dtype=np.float64)
 
 
@@ -180,6 +199,8 @@ def k_subspaces(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
     Returns ``(F (k, q, d), assignment (n,))``.
     """
     n, d = X.shape
+    if n == 0:
+        raise ValueError("k-subspaces needs at least one row")
     seeds = rng.choice(n, size=k, replace=n < k)
     norms = np.sqrt(np.einsum("ij,ij->i", X, X))
     norms[norms == 0] = 1.0
@@ -189,29 +210,95 @@ def k_subspaces(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
     for j in range(k):
         nearest = np.argpartition(-cos[:, j], size - 1)[:size] if size < n else np.arange(n)
         F[j] = top_subspace(X[nearest], q)
+    def scores():
+        proj = (X @ F.reshape(k * q, d).T).reshape(n, k, q)
+        return np.einsum("nkq,nkq->nk", proj, proj)
+
+    def fit(j, members):
+        F[j] = top_subspace(members, q)
+    return F, _lloyd(X, k, n_steps, scores, fit)
+
+
+def _lloyd(X: np.ndarray, k: int, n_steps: int, scores, fit) -> np.ndarray:
+    """Lloyd steps shared by k-subspaces and k-flats: assign every row to the
+    cluster of largest ``scores()`` (n, k), refit each non-empty cluster with
+    ``fit(j, members)`` (an empty one keeps its model), until the assignment repeats
+    (at most ``n_steps``).  Returns the assignment."""
     assign = None
     for _ in range(n_steps):
-        proj = X @ F.reshape(k * q, d).T
-        scores = np.einsum("nkq,nkq->nk", proj.reshape(n, k, q), proj.reshape(n, k, q))
-        new = np.argmax(scores, axis=1)
+        new = np.argmax(scores(), axis=1)
         if assign is not None and np.array_equal(new, assign):
             break
         assign = new
         for j in range(k):
             members = X[assign == j]
             if members.shape[0] > 0:
-                F[j] = top_subspace(members, q)
-    return F, assign
+                fit(j, members)
+    return assign
+
+
+def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
+            n_steps: int = LLOYD_STEPS, seeding: str = "pp"):
+    """Representational k q-flats (affine, the paper's eq. 1) of the rows of X.
+
+    A flat is a centre c_j and q orthonormal rows F_j; the squared distance of x
+    to it is ``||x - c||^2 - ||F (x - c)||^2``.  Seeds: k random rows (``seeding=
+    "random"``, the paper's "neighborhoods of random points") or, k-means++ style
+    (``"pp"``), a uniform first row and every next one drawn with probability
+    proportional to its squared distance to the nearest flat so far; each seed is the
+    best-fit flat (mean, top-q principal directions of the centred points) of its
+    ``max(q + 1, ceil(n/k))`` nearest rows (Euclidean).  Lloyd steps: assign each
+    row to its nearest flat, refit each non-empty cluster, until the assignment
+    repeats (at most ``n_steps``).
+    Returns ``(F (k, q, d), centres (k, d), assignment (n,))``.
+    """
+    n, d = X.shape
+    if n == 0:
+        raise ValueError("k-flats needs at least one row")
+    sq = np.einsum("ij,ij->i", X, X)
+    size = min(n, max(q + 1, -(-n // k)))
+    F = np.zeros((k, q, d))
+    centres = np.zeros((k, d))
+    scores = np.empty((n, k))
+
+    def fit(j, members):
+        centres[j] = members.mean(axis=0)
+        F[j] = top_subspace(members - centres[j], q)
+    if seeding not in ("random", "pp"):
+        raise ValueError(f"seeding must be 'random' or 'pp', got {seeding!r}")
+    nearest = np.full(n, np.inf)           # squared distance to the nearest seed flat
+    seeds = rng.choice(n, size=k, replace=n < k) if seeding == "random" else None
+    for j in range(k):
+        total = nearest.sum() if j else 0.0
+        if seeds is not None:
+            seed = seeds[j]
+        elif j == 0 or not total > 0 or not np.isfinite(total):
+            seed = rng.integers(n)
+        else:
+            seed = rng.choice(n, p=nearest / total)
+        dist = sq - 2.0 * (X @ X[seed]) + sq[seed]
+        fit(j, X[np.argpartition(dist, size - 1)[:size]] if size < n else X)
+        if seeds is None:
+            one = np.empty((n, 1))
+            _kq.flat_scores(X, F[j], centres[j:j + 1], q, one)
+            np.minimum(nearest, np.maximum(-one[:, 0], 0.0), out=nearest)
+
+    def flat_scores():
+        _kq.flat_scores(X, F.reshape(k * q, d), centres, q, scores)
+        return scores
+    return F, centres, _lloyd(X, k, n_steps, flat_scores, fit)
 
 
 # ------------------------------------------------------------------ the model
 class KQModel(Model):
     """k q-metrics / k q-flats model: preprocessing and ``metrics`` of shape
     ``(n_restarts, nr_class * k * q, dim)`` (restart r, class i, cluster j, row t at
-    ``metrics[r, (i * k + j) * q + t]``)."""
+    ``metrics[r, (i * k + j) * q + t]``).  Affine k q-flats (``-s 41 -y 1``) also
+    hold ``centres`` ``(n_restarts, nr_class * k, dim)``; their scores are minus the
+    squared distances to the flats."""
 
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
-                 k: int, q: int, metrics, param=None):
+                 k: int, q: int, metrics, param=None, centres=None):
         self.solver_type = int(solver_type)
         if self.solver_type not in KQ_SOLVERS:
             raise ValueError(f"solver_type {self.solver_type} is not a k q-metrics solver (40, 41)")
@@ -232,6 +319,18 @@ class KQModel(Model):
             raise ValueError(f"preprocessing expects {preprocess.nr_feature} features, the "
                              f"model {self.nr_feature}")
         self.metrics = metrics
+        if centres is not None:
+            if self.solver_type != KQ_FLATS:
+                raise ValueError("only k q-flats (-s 41) models have flat centres")
+            centres = np.ascontiguousarray(centres, dtype=np.float64)
+            if centres.shape != (metrics.shape[0], self.nr_class * self.k, expected[1]):
+                raise ValueError(f"centres have shape {centres.shape}, expected "
+                                 f"({metrics.shape[0]}, {self.nr_class * self.k}, {expected[1]})")
+        self.centres = centres
+
+    @property
+    def affine(self) -> bool:
+        return self.centres is not None
 
     @property
     def nr_w(self) -> int:
@@ -251,12 +350,15 @@ class KQModel(Model):
         return self.metrics[restart, start:start + self.q]
 
     def class_scores(self, X: np.ndarray, restart: int = 0) -> np.ndarray:
-        """(n, nr_class) ``max_j ||F_ij x||^2`` of preprocessed rows X."""
-        return class_scores(X, self.metrics[restart], self.nr_class, self.k, self.q)
+        """(n, nr_class) ``max_j ||F_ij x||^2`` of preprocessed rows X (affine flats:
+        minus the squared distance to the class's nearest flat)."""
+        return class_scores(X, self.metrics[restart], self.nr_class, self.k, self.q,
+                            None if self.centres is None else self.centres[restart])
 
     def decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
         """One restart: the class scores.  Several: the votes of the restarts plus
-        ``s / (1 + s)`` of the mean class score s (in [0, 1), so it only breaks ties).
+        ``s / (1 + s)`` of the mean class score s (in [0, 1), so it only breaks ties;
+        affine flats, whose scores s are <= 0: ``exp(s) / 2``).
         ``n_threads`` caps the BLAS threads (see :func:`blas_threads`)."""
         with blas_threads(n_threads):
             return self._decision_values(self.preprocess.transform(rows))
@@ -272,6 +374,8 @@ class KQModel(Model):
             votes[rows_idx, np.argmax(scores, axis=1)] += 1.0
             mean += scores
         mean /= self.n_restarts
+        if self.affine:
+            return votes + 0.5 * np.exp(np.minimum(mean, 0.0))
         return votes + mean / (1.0 + mean)
 
     def labels_from_values(self, dec: np.ndarray) -> np.ndarray:
@@ -291,7 +395,8 @@ class KQModel(Model):
             ("pca_dim", str(self.preprocess.pca_dim)),
             ("unit_sphere", "1" if self.preprocess.sphere else "0"),
             ("nr_dim", str(self.dim)),
-        ]
+        ] + ([("offset_coord", "%.17g" % self.preprocess.offset)] if self.preprocess.offset
+             else []) + ([("affine", "1")] if self.affine else [])
 
     def file_blocks(self):
         blocks = []
@@ -299,6 +404,8 @@ class KQModel(Model):
             blocks.append(("pca_mean", self.preprocess.mean.reshape(1, -1)))
             blocks.append(("pca_components", self.preprocess.components))
         blocks.append(("w", self.metrics.reshape(-1, self.dim)))
+        if self.affine:
+            blocks.append(("centres", self.centres.reshape(-1, self.dim)))
         return blocks
 
     @classmethod
@@ -311,12 +418,21 @@ class KQModel(Model):
                              f"out of range")
         if header["unit_sphere"] not in ("0", "1"):
             raise ValueError(f"unit_sphere must be 0 or 1, got {header['unit_sphere']!r}")
-        if dim != (p or nr_feature):
-            raise ValueError(f"nr_dim {dim} differs from pca_dim/nr_feature {p or nr_feature}")
+        offset = float(header.get("offset_coord", "0"))
+        if not (math.isfinite(offset) and offset > 0) and "offset_coord" in header:
+            raise ValueError(f"offset_coord must be finite and > 0, got {header['offset_coord']}")
+        if dim != (p or nr_feature) + (1 if offset else 0):
+            raise ValueError(f"nr_dim {dim} differs from pca_dim/nr_feature {p or nr_feature}"
+                             + (" + 1 (offset_coord)" if offset else ""))
         shapes = []
         if p:
             shapes += [("pca_mean", (1, nr_feature)), ("pca_components", (p, nr_feature))]
         shapes.append(("w", (r * int(base["nr_class"]) * k * q, dim)))
+        affine = header.get("affine", "0")
+        if affine not in ("0", "1"):
+            raise ValueError(f"affine must be 0 or 1, got {affine!r}")
+        if affine == "1":
+            shapes.append(("centres", (r * int(base["nr_class"]) * k, dim)))
         return shapes
 
     @classmethod
@@ -329,22 +445,31 @@ class KQModel(Model):
         pre = KQPreprocess(base["nr_feature"],
                            blocks["pca_mean"] if p else None,
                            blocks["pca_components"] if p else None,
-                           header["unit_sphere"] == "1")
+                           header["unit_sphere"] == "1",
+                           float(header.get("offset_coord", "0")))
         k, q, r = int(header["nr_cluster"]), int(header["metric_dim"]), int(header["nr_restart"])
         metrics = blocks["w"].reshape(r, -1, int(header["nr_dim"]))
+        centres = blocks["centres"].reshape(r, -1, int(header["nr_dim"])) \
+            if "centres" in blocks else None
         return cls(solver_type, base["nr_class"], base.get("label"), base["nr_feature"], pre,
-                   k, q, metrics)
+                   k, q, metrics, centres=centres)
 
     def __repr__(self):
         return (f"KQModel({SolverType(self.solver_type).name}, nr_class={self.nr_class}, "
-                f"k={self.k}, q={self.q}, restarts={self.n_restarts}, "
-                f"pca={self.preprocess.pca_dim}, sphere={int(self.preprocess.sphere)})")
+                f"k={self.k}, q={self.q}, restarts={self.n_restarts}, affine={int(self.affine)}, "
+                f"pca={self.preprocess.pca_dim}, offset={self.preprocess.offset:g}, "
+                f"sphere={int(self.preprocess.sphere)})")
 
 
-def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int) -> np.ndarray:
-    """(n, nr_class) ``max_j ||F_ij x||^2`` for metric rows W (C*k*q, d)."""
+def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int,
+                 centres: np.ndarray | None = None) -> np.ndarray:
+    """(n, nr_class) ``max_j ||F_ij x||^2`` for metric rows W (C*k*q, d); with flat
+    ``centres`` (C*k, d): ``max_j -dist(x, flat_ij)^2`` (W orthonormal per flat)."""
     Z = np.empty((X.shape[0], nr_class * k))
-    _kq.metric_norms(X, W, q, Z)
+    if centres is None:
+        _kq.metric_norms(X, W, q, Z)
+    else:
+        _kq.flat_scores(X, W, centres, q, Z)
     return Z.reshape(X.shape[0], nr_class, k).max(axis=2)
 
 
@@ -368,8 +493,11 @@ def check_kq_params(params: TrainParams, n_features: int) -> None:
         raise ValueError(f"-l {params.kq_pca}: the PCA dimension must be >= 0 (0: no PCA)")
     if params.kq_pca > n_features:
         raise ValueError(f"-l {params.kq_pca}: more PCA dimensions than the {n_features} features")
-    dim = params.kq_pca or n_features
-    if params.kq_dim > dim:
+    if not (math.isfinite(params.kq_offset) and params.kq_offset >= 0):
+        raise ValueError(f"-z {params.kq_offset:g}: the constant coordinate must be >= 0 and "
+                         f"finite")
+    dim = (params.kq_pca or n_features) + (1 if params.kq_offset else 0)
+    if params.kq_dim > dim and not params.kq_select:     # -x 1 skips such q itself
         raise ValueError(f"-Q {params.kq_dim}: q exceeds the input dimension {dim}")
     if params.kq_sphere not in (0, 1):
         raise ValueError(f"-Z {params.kq_sphere}: must be 0 or 1")
@@ -379,6 +507,13 @@ def check_kq_params(params: TrainParams, n_features: int) -> None:
         raise ValueError(f"-B {params.bias:g}: k q-metrics (-s 40, 41) take no bias term")
     if params.weight_label:
         raise ValueError("-wi: class weights are not supported by -s 40, 41")
+    if params.kq_affine not in (0, 1):
+        raise ValueError(f"-y {params.kq_affine}: must be 0 or 1")
+    if params.kq_affine and int(params.solver_type) != KQ_FLATS:
+        raise ValueError("-y 1: affine flats are the -s 41 baseline; the metrics of -s 40 "
+                         "pass through the origin")
+    if params.kq_select not in (0, 1):
+        raise ValueError(f"-x {params.kq_select}: must be 0 or 1")
     if int(params.solver_type) == KQ_METRICS:
         if not (math.isfinite(params.kq_mu1) and math.isfinite(params.kq_mu2)
                 and params.kq_mu1 > params.kq_mu2):
@@ -386,7 +521,7 @@ def check_kq_params(params: TrainParams, n_features: int) -> None:
                              f"finite with mu1 > mu2")
         if not (params.kq_dt > 0 and math.isfinite(params.kq_dt)):
             raise ValueError(f"-D {params.kq_dt:g}: the time step must be > 0 and finite")
-        for flag, value in (("-y", params.kq_alpha1), ("-z", params.kq_alpha2)):
+        for flag, value in (("-i", params.kq_alpha1), ("-o", params.kq_alpha2)):
             if not (value >= 0 and math.isfinite(value)):
                 raise ValueError(f"{flag} {value:g}: alpha must be >= 0 and finite")
         if params.kq_update not in UPDATE_NAMES:
@@ -424,6 +559,17 @@ def init_metrics(X, class_index, nr_class, k, q, rng) -> np.ndarray:
         F, _ = k_subspaces(X[class_index == c], k, q, rng)
         W[c * k * q:(c + 1) * k * q] = F.reshape(k * q, -1)
     return W
+
+
+def init_flats(X, class_index, nr_class, k, q, rng, seeding="pp", n_steps=LLOYD_STEPS):
+    """((C*k*q, d) flat rows, (C*k, d) centres): the affine k q-flats of every class."""
+    W = np.empty((nr_class * k * q, X.shape[1]))
+    centres = np.empty((nr_class * k, X.shape[1]))
+    for c in range(nr_class):
+        F, centres[c * k:(c + 1) * k], _ = k_flats(X[class_index == c], k, q, rng,
+                                                    n_steps=n_steps, seeding=seeding)
+        W[c * k * q:(c + 1) * k * q] = F.reshape(k * q, -1)
+    return W, centres
 
 
 def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
@@ -476,6 +622,13 @@ def train_kq_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Message
     if params.n_threads < 1:
         raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
     info = info if info is not None else Messages(params.quiet)
+    if params.kq_select:
+        params, _ = select_kq_params(y, rows, _with(params, kq_select=0), grid=None,
+                                     info=info)
+        info(f"selected -k {params.n_neighbors} -Q {params.kq_dim}"
+             + (f" -U {params.kq_mu1:g} -V {params.kq_mu2:g}"
+                if int(params.solver_type) == KQ_METRICS else f" -y {params.kq_affine}")
+             + "; training on all rows\n")
     with blas_threads(params.n_threads):
         return _train_kq(y, rows, params, info, seed_path, on_pass)
 
@@ -487,61 +640,103 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
     nr_class = labels.size
     k, q = params.n_neighbors, params.kq_dim
     t = time.perf_counter()
-    pre = KQPreprocess.fit(rows, params.kq_pca, bool(params.kq_sphere))
+    pre = KQPreprocess.fit(rows, params.kq_pca, bool(params.kq_sphere), params.kq_offset)
     X = pre.transform(rows)
-    info(f"preprocessing: pca {pre.pca_dim}, unit sphere {int(pre.sphere)} "
+    info(f"preprocessing: pca {pre.pca_dim}, constant coordinate {pre.offset:g}, "
+         f"unit sphere {int(pre.sphere)} "
          f"({time.perf_counter() - t:.2f} s)\n")
     metrics = np.empty((params.kq_restarts, nr_class * k * q, X.shape[1]))
+    affine = bool(params.kq_affine) and solver_type == KQ_FLATS
+    centres = np.empty((params.kq_restarts, nr_class * k, X.shape[1])) if affine else None
     for r in range(params.kq_restarts):
         t = time.perf_counter()
-        W = init_metrics(X, class_index, nr_class, k, q,
-                         _rng(params.seed, _PURPOSE_INIT, *seed_path, r))
-        info(f"restart {r + 1}: k-subspaces ({time.perf_counter() - t:.2f} s)\n")
+        rng = _rng(params.seed, _PURPOSE_INIT, *seed_path, r)
+        if affine:
+            W, centres[r] = init_flats(X, class_index, nr_class, k, q, rng)
+        else:
+            W = init_metrics(X, class_index, nr_class, k, q, rng)
+        info(f"restart {r + 1}: k-{'flats' if affine else 'subspaces'} "
+             f"({time.perf_counter() - t:.2f} s)\n")
         if solver_type == KQ_METRICS:
             discriminative_passes(X, class_index, nr_class, W, params,
                                   _rng(params.seed, _PURPOSE_ORDER, *seed_path, r), info,
                                   on_pass, r)
         metrics[r] = W
     return KQModel(solver_type, nr_class, labels, rows.n_features, pre, k, q, metrics,
-                   param=params)
+                   param=params, centres=centres)
 
 
 # ------------------------------------------------------------------ model selection
+def _with(params: TrainParams, **changes) -> TrainParams:
+    """A copy of ``params`` with some fields changed (a shallow copy keeps subclasses
+    such as the liblinear-style ``parameter``, whose constructor takes no fields)."""
+    out = copy.copy(params)
+    out.weight_label = list(params.weight_label)
+    out.weight = list(params.weight)
+    for name, value in changes.items():
+        setattr(out, name, value)
+    return out
+
+
 PAPER_GRID = {"k": (1, 2, 4, 8, 16), "q": (20, 40, 80, 160),
               "mu": ((1.05, 0.95), (1.1, 0.9), (1.2, 0.8), (1.4, 0.6))}
+# -s 41 (no margins): the paper picks k and q by hand; affine and through-origin flats
+FLATS_GRID = {"k": (1, 4, 16, 64), "q": (5, 10, 20, 40), "affine": (0, 1)}
 
 
 def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
                      val_fraction: float = 0.2, info: Messages | None = None):
     """The paper's model selection: train on the first ``1 - val_fraction`` of the
-    rows, measure error on the last ``val_fraction``, over every (k, q, (mu1, mu2))
-    of ``grid`` (``PAPER_GRID`` by default; settings with q larger than the input
-    dimension are skipped).  Returns ``(best TrainParams, [(k, q, mu1, mu2, error %)])``.
+    rows, measure error on the last ``val_fraction``, over every combination of the
+    ``grid`` values (keys ``"k"``, ``"q"``, ``"mu"`` = (mu1, mu2) pairs, ``"affine"``;
+    a missing key keeps the value of ``params``).  Default grid: ``PAPER_GRID`` for
+    ``-s 40``, ``FLATS_GRID`` for ``-s 41`` (whose margins are unused).  Settings with
+    q larger than the input dimension are skipped; ties go to the earlier setting;
+    every candidate is one run (``-W`` applies to the returned parameters).
+    ``-x 1`` runs this inside training (then trains on all rows with the best).
+
+    Returns ``(best TrainParams, table)``, the table a list of dicts with keys
+    ``k, q, mu1, mu2, affine, error`` (validation error in %).
     """
-    grid = PAPER_GRID if grid is None else grid
+    flats = int(params.solver_type) == KQ_FLATS
+    if grid is None:
+        grid = FLATS_GRID if flats else PAPER_GRID
+    unknown = set(grid) - {"k", "q", "mu", "affine"}
+    if unknown:
+        raise ValueError(f"unknown grid keys {sorted(unknown)} (use k, q, mu, affine)")
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
     n = rows.n_rows
+    if y.shape[0] != n:
+        raise ValueError(f"model selection: {y.shape[0]} labels for {n} rows")
     n_train = int(round((1.0 - val_fraction) * n))
     if not 0 < n_train < n:
         raise ValueError(f"{n} rows cannot be split into training and validation parts")
     train_rows, val_rows = rows.take(np.arange(n_train)), rows.take(np.arange(n_train, n))
-    dim = params.kq_pca or rows.n_features
+    dim = (params.kq_pca or rows.n_features) + (1 if params.kq_offset else 0)
+    mus = ((params.kq_mu1, params.kq_mu2),) if flats else grid.get(
+        "mu", ((params.kq_mu1, params.kq_mu2),))
+    affines = grid.get("affine", (params.kq_affine,)) if flats else (0,)
     table = []
     best = None
-    for k, q, (mu1, mu2) in itertools.product(grid["k"], grid["q"], grid["mu"]):
+    for k, q, (mu1, mu2), affine in itertools.product(
+            grid.get("k", (params.n_neighbors,)), grid.get("q", (params.kq_dim,)), mus, affines):
         if q > dim:
             continue
-        cand = replace(params, n_neighbors=k, kq_dim=q, kq_mu1=mu1, kq_mu2=mu2,
-                       weight_label=list(params.weight_label), weight=list(params.weight))
+        cand = _with(params, n_neighbors=int(k), kq_dim=int(q), kq_mu1=float(mu1),
+                     kq_mu2=float(mu2), kq_affine=int(affine), kq_select=0, kq_restarts=1)
         model = train_kq_model(y[:n_train], train_rows, cand, Messages(True))
-        pred = model.labels_from_values(model.decision_values(val_rows))
+        pred = model.labels_from_values(model.decision_values(val_rows, cand.n_threads))
         error = 100.0 * float(np.mean(pred != y[n_train:]))
-        table.append((k, q, mu1, mu2, error))
+        table.append(dict(k=int(k), q=int(q), mu1=float(mu1), mu2=float(mu2),
+                          affine=int(affine), error=error))
         if info is not None:
-            info(f"k={k} q={q} mu=({mu1:g}, {mu2:g}): validation error {error:.2f}%\n")
+            info(f"k={k} q={q} " + (f"affine={affine}" if flats else f"mu=({mu1:g}, {mu2:g})")
+                 + f": validation error {error:.2f}%\n")
         if best is None or error < best[1]:
             best = (cand, error)
     if best is None:
-        raise ValueError(f"no grid setting has q <= the input dimension {dim}")
-    return best[0], table
+        raise ValueError(f"no grid setting has q <= the input dimension {dim} (grid q: "
+                         f"{', '.join(str(q) for q in grid.get('q', (params.kq_dim,)))})")
+    return _with(best[0], kq_restarts=params.kq_restarts), table

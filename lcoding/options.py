@@ -141,6 +141,9 @@ class TrainParams:
     kq_pca: int = 0                # -l  PCA dimensions (0: none)
     kq_sphere: int = 1             # -Z  project onto the unit sphere
     kq_restarts: int = 1           # -W  restarts voting in one model
+    kq_affine: int = 0             # -y  -s 41: affine flats (the paper's eq. 1) instead of subspaces
+    kq_select: int = 0             # -x  choose (k, q, mu) on the last 20 % of the training rows
+    kq_offset: float = 0.0         # -z  constant coordinate appended to every point (0: none)
     # LLC-SAPL / LLC-JO (issue 6, lcoding/llc_jo.py)
     anchor_lr: float = 100.0       # -f  -s 31 anchor learning rate anchor_lr / (t + t0)
     anchor_grad: int = 0           # -j  -s 31 -L 3 anchor gradient: 0 exact, 1 seed, 2 code
@@ -149,7 +152,7 @@ class TrainParams:
     degree: int = 3                # -d  LIBSVM polynomial degree
     kernel_gamma: float = 0.0      # -g  LIBSVM gamma; 0: 1/nr_feature (LIBSVM's default)
     coef0: float = 0.0             # -r  LIBSVM coef0
-    invariance: int = 0            # -H  0 kernel PCA map, 1 IHKPCA, 2 ISVM, 3 VSV
+    invariance: int = 0            # -H  0 kPCA map, 1 IHKPCA, 2 ISVM, 3 VSV, 4 IHKPCA + virtual
     tangents: int = 0              # -J  image translations used as tangent vectors
     image_width: int = 0           # -N  image width in pixels (0: square images)
     invariance_gamma: float = 0.0  # -Y  gamma of C_gamma = (1-gamma) I + gamma sum dx dx^T
@@ -223,7 +226,9 @@ TRAIN_OPTIONS = (
            "coding parameter: -L 1 power p of gamma ~ 1/d^p (d = squared distance; 0.5 = "
            "inverse Euclidean distance), -L 2 beta, -L 3 mu, -L 6 ridge of the LLC solve in "
            "units of 1e-4 trace(C); -L 4, 5: 1 locally linear on gamma (x) x (LIB-/PEG-LLSVM), "
-           "0 linear SVM on the codes", origin="lcoding", metavar="value"),
+           "0 linear SVM on the codes, 2 (-L 5) linear SVM on all classes' codes, 3 (-s 1, 3) "
+           "as 1 with a bias per plane too",
+           origin="lcoding", metavar="value"),
     Option("-a", "anchor_init", int, "0",
            "anchor initialisation: 0 k-means (k-means++ seeding), 1 random training samples, "
            "2 k-means per class, 3 random samples per class, 4 k-means seeded by random samples",
@@ -267,7 +272,9 @@ TRAIN_OPTIONS = (
            "kernel machine: 0 kernel PCA map + the -s solver, 1 IHKPCA (invariant hyperplane "
            "in kernel PCA coordinates; without -t: invariant linear SVM), 2 ISVM (kernel SVM "
            "with the tangent kernel, SMO; -Y 0: plain kernel SVM), 3 VSV (kernel SVM on the "
-           "training set plus its translated copies)", origin="lcoding", metavar="method"),
+           "training set plus its translated copies), 4 IHKPCA with the map on the landmarks "
+           "plus their transformed copies (spans the tangents)", origin="lcoding",
+           metavar="method"),
     Option("-J", "tangents", int, "0",
            "tangent vectors from 1-pixel image translations (finite differences, vacated "
            "pixels = 0): 0 none, 1 horizontal (right), 2 vertical (up), 3 both",
@@ -276,10 +283,10 @@ TRAIN_OPTIONS = (
            "image width for -J (pixels row by row); 0: square images", origin="lcoding",
            metavar="width"),
     Option("-Y", "invariance_gamma", float, "0",
-           "invariance weight gamma in [0, 1) for -H 1, 2: 0 plain SVM, towards 1 invariant",
+           "invariance weight gamma in [0, 1) for -H 1, 2, 4: 0 plain SVM, towards 1 invariant",
            origin="lcoding", metavar="gamma"),
     Option("-X", "n_landmarks", int, "3000",
-           "landmarks of the kernel PCA map (-H 0, 1): random training points; all of them "
+           "landmarks of the kernel PCA map (-H 0, 1, 4): random training points; all of them "
            "when there are fewer", origin="lcoding", metavar="n"),
     Option("-Q", "kq_dim", int, "20", "-s 40, 41: dimension q of every metric / subspace",
            origin="lcoding", metavar="q"),
@@ -307,6 +314,17 @@ TRAIN_OPTIONS = (
     Option("-W", "kq_restarts", int, "1",
            "-s 40, 41: independent restarts in one model, predicting by majority vote",
            origin="lcoding", metavar="r"),
+    Option("-y", "kq_affine", int, "0",
+           "-s 41: 1 affine flats (centre + q directions, nearest flat; the paper's k q-flats), "
+           "0 subspaces through the origin", origin="lcoding", metavar="0/1"),
+    Option("-x", "kq_select", int, "0",
+           "-s 40, 41: 1 first choose (k, q, mu1, mu2) (-s 41: k, q, -y) on the last 20 % of "
+           "the training rows over the paper's grid, then train on all rows", origin="lcoding",
+           metavar="0/1"),
+    Option("-z", "kq_offset", float, "0",
+           "-s 40, 41: append the constant coordinate b to every point after the PCA and the "
+           "unit sphere, then project back onto the sphere (0: none)", origin="lcoding",
+           metavar="b"),
 )
 
 PREDICT_OPTIONS = (

@@ -8,7 +8,7 @@ import pytest
 
 from lcoding import _kq
 from lcoding._validation import as_rows
-from lcoding.kq_metrics import (KQModel, KQPreprocess, class_scores, k_subspaces,
+from lcoding.kq_metrics import (KQModel, KQPreprocess, class_scores, k_flats, k_subspaces,
                                 select_kq_params, step_factors, violators)
 from lcoding.liblinearutil import predict as ll_predict, train as ll_train
 from lcoding.model_io import load_model_file, model_from_text, model_to_text, save_model_file
@@ -48,6 +48,15 @@ def predict_labels(model, X):
     return model.labels_from_values(model.decision_values(rows))
 
 
+def affine_data(rng, n_class, k, dim, d, n_per, offset=2.0):
+    """Points on n_class * k affine flats (random centre + subspace); class c owns
+    flats c*k..c*k+k-1.  Returns (X, y, [(centre, basis)])."""
+    flats = [(offset * rng.standard_normal(d), b) for b in random_subspaces(rng, n_class * k, dim, d)]
+    X = np.vstack([c + rng.standard_normal((n_per, dim)) @ b for c, b in flats])
+    y = np.repeat(np.arange(n_class) + 1, k * n_per).astype(float)
+    return X, y, flats
+
+
 # ------------------------------------------------------------------ k-subspaces
 def test_k_subspaces_recovers_known_subspaces():
     rng = np.random.default_rng(3)
@@ -64,6 +73,55 @@ def test_k_subspaces_recovers_known_subspaces():
     # and the assignment is the generating subspace, up to relabelling
     for s in range(3):
         assert np.unique(assign[s * 80:(s + 1) * 80]).size == 1
+
+
+def test_k_flats_recovers_known_affine_flats():
+    rng = np.random.default_rng(5)
+    X, _, flats = affine_data(rng, 1, 3, 2, 10, 80)
+    F, centres, assign = k_flats(X, 3, 2, np.random.default_rng(1))
+    np.testing.assert_allclose(F @ F.transpose(0, 2, 1), np.broadcast_to(np.eye(2), (3, 2, 2)),
+                               atol=1e-12)
+    for j, (c, b) in enumerate(flats):
+        found = np.bincount(assign[j * 80:(j + 1) * 80], minlength=3).argmax()
+        assert np.all(assign[j * 80:(j + 1) * 80] == found)
+        np.testing.assert_allclose(projector(F[found]), projector(b), atol=1e-8)
+        # the fitted centre lies on the true flat
+        r = centres[found] - c
+        np.testing.assert_allclose(r - projector(b) @ r, 0, atol=1e-8)
+    Z = np.empty((X.shape[0], 3))
+    _kq.flat_scores(X, F.reshape(6, -1), centres, 2, Z)
+    np.testing.assert_allclose(Z.max(axis=1), 0, atol=1e-9)    # every point on its flat
+
+
+def test_flat_scores_match_definition():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((300, 7))          # more than one 256-row block
+    W = rng.standard_normal((4 * 3, 7))
+    centres = rng.standard_normal((4, 7))
+    Z = np.empty((300, 4))
+    _kq.flat_scores(X, W, centres, 3, Z)
+    D = X[:, None, :] - centres[None]
+    ref = (np.einsum("mqd,nmd->nmq", W.reshape(4, 3, 7), D) ** 2).sum(axis=2) - (D ** 2).sum(axis=2)
+    np.testing.assert_allclose(Z, ref, rtol=1e-10, atol=1e-10)
+    s = class_scores(X, W, 2, 2, 3, centres)
+    np.testing.assert_allclose(s, ref.reshape(300, 2, 2).max(axis=2), rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="centres"):
+        _kq.flat_scores(X, W, centres[:3], 3, Z)
+
+
+def test_affine_flats_classify_offset_flats_perfectly():
+    """Parallel flats c + span(B) and -c + span(B): mirror images with the same
+    uncentred scatter, so subspaces through the origin cannot tell them apart."""
+    rng = np.random.default_rng(3)
+    Q = np.linalg.qr(rng.standard_normal((6, 6)))[0]
+    basis, c = Q[:2], 3 * Q[2]
+    X = np.vstack([sign * c + rng.standard_normal((60, 2)) @ basis for sign in (1, -1)])
+    y = np.repeat([1.0, 2.0], 60)
+    affine = train(y[1::2], X[1::2], "-s 41 -k 1 -Q 2 -Z 0 -y 1")
+    assert affine.affine and affine.centres.shape == (1, 2, 6)
+    assert np.array_equal(predict_labels(affine, X[::2]), y[::2])
+    through_origin = train(y[1::2], X[1::2], "-s 41 -k 1 -Q 2 -Z 0")
+    assert np.mean(predict_labels(through_origin, X[::2]) != y[::2]) > 0.3
 
 
 def test_k_subspaces_k1_is_top_principal_vectors():
@@ -248,6 +306,13 @@ def test_preprocessing_pca_and_sphere():
     np.testing.assert_allclose(out, expected, atol=1e-12)
     plain = KQPreprocess.fit(rows, 0, False).transform(rows)
     np.testing.assert_array_equal(plain, X)
+    # -z b: (x / ||x||, b) / sqrt(1 + b^2) after the PCA
+    pre = KQPreprocess.fit(rows, 3, True, 0.5)
+    assert pre.out_dim == 4
+    ref = np.hstack([expected, np.full((200, 1), 0.5)]) / np.sqrt(1.25)
+    np.testing.assert_allclose(pre.transform(rows), ref, atol=1e-12)
+    np.testing.assert_array_equal(KQPreprocess.fit(rows, 0, False, 2.0).transform(rows),
+                                  np.hstack([X, np.full((200, 1), 2.0)]))
 
 
 def test_binary_problem_and_labels():
@@ -261,7 +326,9 @@ def test_binary_problem_and_labels():
 
 
 # ------------------------------------------------------------------ files and options
-@pytest.mark.parametrize("opts", ["-s 40 -k 2 -Q 2 -E 3 -l 5 -W 2", "-s 41 -k 2 -Q 3 -Z 0"])
+@pytest.mark.parametrize("opts", ["-s 40 -k 2 -Q 2 -E 3 -l 5 -W 2", "-s 41 -k 2 -Q 3 -Z 0",
+                                  "-s 41 -k 2 -Q 2 -y 1 -l 5 -W 2",
+                                  "-s 40 -k 2 -Q 2 -E 3 -z 0.3"])
 def test_save_load_identical(tmp_path, opts):
     rng = np.random.default_rng(6)
     X, y, _ = subspace_data(rng, 3, 2, 2, 8, 30)
@@ -273,6 +340,11 @@ def test_save_load_identical(tmp_path, opts):
     assert isinstance(loaded, KQModel)
     assert model_to_text(loaded) == path.read_text()
     np.testing.assert_array_equal(loaded.metrics, model.metrics)
+    assert loaded.affine == model.affine
+    assert loaded.preprocess.offset == model.preprocess.offset
+    if model.affine:
+        np.testing.assert_array_equal(loaded.centres, model.centres)
+        assert "\naffine 1\n" in path.read_text() and "\ncentres\n" in path.read_text()
     if model.preprocess.pca_dim:
         np.testing.assert_array_equal(loaded.preprocess.components, model.preprocess.components)
         np.testing.assert_array_equal(loaded.preprocess.mean, model.preprocess.mean)
@@ -293,6 +365,17 @@ def test_model_file_errors():
         model_from_text(text.replace("coding KQ_FLATS", "coding KQ_METRICS"))
     with pytest.raises(ValueError, match="truncated"):
         model_from_text(text[:-30])
+    affine = model_to_text(train(y, X, "-s 41 -k 1 -Q 2 -y 1"))
+    with pytest.raises(ValueError, match="affine"):
+        model_from_text(affine.replace("affine 1", "affine 2"))
+    with pytest.raises(ValueError, match="centres"):
+        model_from_text(affine.split("\ncentres\n")[0] + "\n")
+    offset = model_to_text(train(y, X, "-s 40 -k 1 -Q 2 -E 1 -z 0.5"))
+    assert "\nnr_dim 6\noffset_coord 0.5\n" in offset
+    with pytest.raises(ValueError, match="offset_coord"):
+        model_from_text(offset.replace("offset_coord 0.5", "offset_coord -1"))
+    with pytest.raises(ValueError, match="nr_dim"):
+        model_from_text(offset.replace("\noffset_coord 0.5", ""))
 
 
 def test_drop_in_train_and_predict():
@@ -301,6 +384,12 @@ def test_drop_in_train_and_predict():
     m = ll_train(list(y), X, "-s 40 -k 1 -Q 2 -E 3 -q")
     labels, (acc, _, _), values = ll_predict(list(y), X, m, "-q")
     assert acc == 100.0 and len(values[0]) == 3
+    # -x 1 through the drop-in interface (its parameter object is not a dataclass)
+    perm = rng.permutation(X.shape[0])
+    m = ll_train(list(y[perm]), X[perm], "-s 41 -x 1 -Z 0 -q")
+    assert ll_predict(list(y), X, m, "-q")[1][0] == 100.0
+    with pytest.raises(ValueError, match="grid q: 20, 40"):
+        ll_train(list(y), X, "-s 40 -x 1 -E 1 -q")
 
 
 def test_options_parse_and_validate():
@@ -315,7 +404,8 @@ def test_options_parse_and_validate():
     X, y, _ = subspace_data(np.random.default_rng(0), 2, 1, 2, 5, 10)
     for opts, flag in (("-U 0.9 -V 1.1", "-U"), ("-Q 9", "-Q"), ("-l 9", "-l"), ("-G 7", "-G"),
                        ("-F 3", "-F"), ("-W 0", "-W"), ("-B 1", "-B"), ("-D 0", "-D"),
-                       ("-k 0", "-k"), ("-Z 2", "-Z")):
+                       ("-k 0", "-k"), ("-Z 2", "-Z"), ("-y 1", "-y"), ("-x 2", "-x"),
+                       ("-z -1", "-z")):
         with pytest.raises(ValueError, match=flag):
             train(y, X, f"-s 40 -Q 2 {opts}")
 
@@ -325,13 +415,34 @@ def test_model_selection_picks_from_grid():
     X, y, _ = subspace_data(rng, 3, 2, 2, 8, 40)
     perm = rng.permutation(X.shape[0])
     X, y = X[perm], y[perm]
-    params = parse_train_options("-s 40 -E 5 -q")
+    params = parse_train_options("-s 40 -E 5 -W 3 -q")
     best, table = select_kq_params(y, as_rows(X), params,
                                    {"k": (1, 2), "q": (2, 9), "mu": ((1.05, 0.95), (1.4, 0.6))})
     assert len(table) == 4          # q = 9 > 8 dimensions is skipped
-    assert min(row[4] for row in table) == pytest.approx(
-        [row[4] for row in table if (row[0], row[1], row[2]) ==
-         (best.n_neighbors, best.kq_dim, best.kq_mu1)][0])
+    first_best = min(table, key=lambda row: row["error"])
+    assert (best.n_neighbors, best.kq_dim, best.kq_mu1, best.kq_mu2) == \
+        (first_best["k"], first_best["q"], first_best["mu1"], first_best["mu2"])
+    assert best.kq_restarts == 3 and best.kq_select == 0
+    # the validation error of a row is that of a model trained on the first 80 %
+    row = table[-1]
+    cand = parse_train_options(f"-s 40 -E 5 -k {row['k']} -Q {row['q']} -U {row['mu1']} "
+                               f"-V {row['mu2']} -q")
+    model = train_model(y[:192], as_rows(X[:192]), cand)
+    assert row["error"] == pytest.approx(100 * np.mean(predict_labels(model, X[192:]) != y[192:]))
+    with pytest.raises(ValueError, match="grid keys"):
+        select_kq_params(y, as_rows(X), params, {"kk": (1,)})
+
+
+def test_select_option_trains_with_the_selected_setting():
+    rng = np.random.default_rng(13)
+    X, y, _ = affine_data(rng, 3, 2, 2, 8, 40)
+    perm = rng.permutation(X.shape[0])
+    X, y = X[perm], y[perm]
+    model = train(y, X, "-s 41 -x 1 -Z 0")
+    best, table = select_kq_params(y, as_rows(X), parse_train_options("-s 41 -Z 0 -q"))
+    assert {(r["affine"], r["q"]) for r in table} == {(a, q) for a in (0, 1) for q in (5,)}
+    assert (model.k, model.q, model.affine) == (best.n_neighbors, best.kq_dim, bool(best.kq_affine))
+    assert np.mean(predict_labels(model, X) == y) > 0.95
 
 
 def test_class_scores_match_definition():
