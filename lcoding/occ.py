@@ -20,7 +20,13 @@ Classifiers (one-vs-rest, ``argmax_c f_c(x)``):
 * ``-s 30`` (PEG-LLSVM): the LL-SVM SGD of :mod:`lcoding.sgd` with one bias per
   plane, ``f_c(x) = sum_j gamma_j (w_{c,j} . x + b_{c,j} B)``.
 * ``-u 0`` with any of those solvers: linear SVM on the codes alone,
-  ``f_c(x) = w_c . gamma(x) + b_c B`` (the paper's "Linear SVM + OCC").
+  ``f_c(x) = w_c . gamma_c(x) + b_c B`` (the paper's "Linear SVM + OCC"; for C-OCC
+  each class on its own code).
+* ``-u 3`` with ``-s 1``/``-s 3`` and ``-B B >= 0``: LIB-LLSVM with a bias per plane
+  as well, ``f_c(x) = sum_j gamma_j (w_{c,j} . x + b_{c,j} B) + b_c B`` (dual CD on
+  ``[gamma (x) [x; B]; B]``; the basis is still learned on x alone).
+* ``-u 2`` (C-OCC only): linear SVM on the codes of all classes concatenated,
+  ``f_c(x) = w_c . [gamma_1(x); ...; gamma_K(x)] + b_c B`` (``K M`` features).
 """
 from __future__ import annotations
 
@@ -41,11 +47,15 @@ FORMAT_VERSION = "1"
 OCC_CODINGS = {4: "G_OCC", 5: "C_OCC"}
 OCC_BY_NAME = {name: kind for kind, name in OCC_CODINGS.items()}
 SGD_SOLVER = int(SolverType.L2R_L1LOSS_SVC_SGD)
+# the linear SVM on the (few, dense) codes may also use LIBLINEAR's primal Newton -s 2
+PRIMAL_L2_SOLVER = int(SolverType.L2R_L2LOSS_SVC)
 OCC_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
                          int(SolverType.L2R_L1LOSS_SVC_DUAL), SGD_SOLVER})
 # classifier on the codes, written to model files as occ_classifier
 LIB_LLSVM, PEG_LLSVM, LINEAR_CODES = "LIB_LLSVM", "PEG_LLSVM", "LINEAR_CODES"
-CLASSIFIERS = (LIB_LLSVM, PEG_LLSVM, LINEAR_CODES)
+LINEAR_ALL_CODES = "LINEAR_ALL_CODES"     # C-OCC, -u 2: linear SVM on all classes' codes
+LIB_LLSVM_PB = "LIB_LLSVM_PB"             # -s 1/3 -u 3: LIB-LLSVM + a bias per plane
+CLASSIFIERS = (LIB_LLSVM, PEG_LLSVM, LINEAR_CODES, LINEAR_ALL_CODES, LIB_LLSVM_PB)
 CODE_BATCH = 2048          # rows per coding batch
 OVERSAMPLE = 10            # extra columns of the randomised range finder
 POWER_ITER = 4             # power iterations of the range finder
@@ -92,26 +102,54 @@ def occ_basis(rows: Rows, n_planes: int, seed: int = 1, power_iter: int = POWER_
     return np.ascontiguousarray(V), np.ascontiguousarray(s)
 
 
-def occ_codes(rows: Rows, planes: np.ndarray, sigma: np.ndarray, batch: int = CODE_BATCH,
-              n_features: int | None = None) -> np.ndarray:
-    """Codes ``(n_rows, M)``: ``gamma = g / ||g||_1``, ``g = diag(1/sigma) planes x``
-    (rows with ``g = 0`` get ``gamma = 0``)."""
-    M, d = planes.shape
-    P = np.ascontiguousarray((planes / sigma[:, None]).T)     # (d, M)
-    out = np.empty((rows.n_rows, M))
+def _row_batches(rows: Rows, d: int, batch: int):
+    """``(a, b, X_ab)`` over row batches: ``X_ab`` a dense array when the rows are
+    dense enough for BLAS, else a CSR matrix."""
     dense = is_dense(rows, d)
     for a in range(0, rows.n_rows, batch):
         b = min(a + batch, rows.n_rows)
         p0, p1 = int(rows.indptr[a]), int(rows.indptr[b])
         Xb = sp.csr_matrix((rows.data[p0:p1], rows.indices[p0:p1], rows.indptr[a:b + 1] - p0),
                            shape=(b - a, d))
-        if dense:
-            np.matmul(Xb.toarray(), P, out=out[a:b])
+        yield a, b, (Xb.toarray() if dense else Xb)
+
+
+def _scaled_planes(planes: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """``(d, K)``: column j = ``planes[j] / sigma[j]`` (the un-normalised code map)."""
+    return np.ascontiguousarray((planes / sigma[:, None]).T)
+
+
+def _normalise(G: np.ndarray, M: int) -> np.ndarray:
+    """L1-normalise every group of ``M`` consecutive columns of ``G`` in place
+    (groups with ``g = 0`` stay 0); returns ``G`` viewed as ``(n, groups, M)``."""
+    G3 = G.reshape(G.shape[0], -1, M)
+    norm = np.abs(G3).sum(axis=2, keepdims=True)
+    norm[norm == 0] = 1.0
+    G3 /= norm
+    return G3
+
+
+def occ_codes(rows: Rows, planes: np.ndarray, sigma: np.ndarray, batch: int = CODE_BATCH,
+              n_features: int | None = None) -> np.ndarray:
+    """Codes ``(n_rows, M)``: ``gamma = g / ||g||_1``, ``g = diag(1/sigma) planes x``
+    (rows with ``g = 0`` get ``gamma = 0``) of one coding (``M`` = ``len(sigma)``)."""
+    return occ_codes_multi(rows, planes, sigma, planes.shape[0], batch, n_features)
+
+
+def occ_codes_multi(rows: Rows, planes: np.ndarray, sigma: np.ndarray, n_planes: int,
+                    batch: int = CODE_BATCH, n_features: int | None = None) -> np.ndarray:
+    """Codes of ``K = len(sigma) / n_planes`` stacked codings at once, ``(n_rows, K *
+    n_planes)`` (coding k in columns ``k*M:(k+1)*M``, each L1-normalised): one BLAS
+    product per row batch for all codings."""
+    d = planes.shape[1] if n_features is None else n_features
+    P = _scaled_planes(planes, sigma)
+    out = np.empty((rows.n_rows, P.shape[1]))
+    for a, b, Xb in _row_batches(rows, d, batch):
+        if isinstance(Xb, np.ndarray):
+            np.matmul(Xb, P, out=out[a:b])
         else:
             out[a:b] = Xb @ P
-    norm = np.abs(out).sum(axis=1)
-    norm[norm == 0] = 1.0
-    out /= norm[:, None]
+    _normalise(out, int(n_planes))
     return out
 
 
@@ -124,7 +162,10 @@ class OCCModel(Model):
       at plane j, the single bias last;
     * PEG_LLSVM: ``w_size = M*(d + (B >= 0))``, plane-major, per-plane bias last in
       each plane's row (LocalModel's layout);
-    * LINEAR_CODES: ``w_size = M + (B >= 0)``."""
+    * LIB_LLSVM_PB: ``w_size = M*(d + 1) + 1``, PEG_LLSVM's layout and the single
+      bias last;
+    * LINEAR_CODES: ``w_size = M + (B >= 0)``;
+    * LINEAR_ALL_CODES: ``w_size = n_codings*M + (B >= 0)``."""
 
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, coding_name, classifier,
                  planes, sigma, w, param=None):
@@ -145,6 +186,10 @@ class OCCModel(Model):
                              f"not split into {self.n_codings} codings")
         if not (sigma > 0).all():
             raise ValueError("singular values must be > 0")
+        if classifier == LIB_LLSVM_PB and not self.bias >= 0:
+            raise ValueError(f"occ_classifier {classifier} needs a bias >= 0")
+        if classifier == LINEAR_ALL_CODES and coding_name != "C_OCC":
+            raise ValueError(f"occ_classifier {classifier} needs coding C_OCC")
         self.planes, self.sigma = planes, sigma
         w = np.ascontiguousarray(w, dtype=np.float64)
         expected = (self.w_size, self.nr_w)
@@ -162,7 +207,8 @@ class OCCModel(Model):
 
     @property
     def w_size(self) -> int:
-        return _w_size(self.classifier, self.n_planes, self.nr_feature, self.bias)
+        return _w_size(self.classifier, self.n_planes, self.nr_feature, self.bias,
+                       self.n_codings)
 
     def coding(self, c: int):
         """``(planes, sigma)`` of the coding used by decision function ``c``."""
@@ -170,33 +216,66 @@ class OCCModel(Model):
         k = 0 if self.n_codings == 1 else c
         return self.planes[k * M:(k + 1) * M], self.sigma[k * M:(k + 1) * M]
 
-    def decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
+    def _predict_maps(self):
+        """``(P, Wx, plane_bias, extra)`` for :meth:`decision_values`:
+        ``P`` ``(d, K*M)`` the code maps of all codings; for LIB/PEG-LLSVM ``Wx``
+        ``(d, nr_w*M)`` the plane weights of all decision functions (column
+        ``c*M + j`` = ``w_{c,j}``), ``plane_bias`` ``(nr_w*M,)`` the per-plane
+        biases times B, ``extra`` ``(nr_w,)`` the single bias times B; for the
+        linear SVM on the codes ``Wx`` ``(M, nr_w)`` and ``plane_bias`` None."""
+        d, M, nr_w = self.nr_feature, self.n_planes, self.nr_w
+        hb = self.bias >= 0
+        B = self.bias if hb else 0.0
+        P = _scaled_planes(self.planes, self.sigma)
+        if self.classifier == LINEAR_ALL_CODES:
+            K = self.n_codings
+            maps = (P, np.ascontiguousarray(self.w[:K * M]),
+                    None, self.w[K * M] * B if hb else np.zeros(nr_w))
+        elif self.classifier == LINEAR_CODES:
+            maps = (P, np.ascontiguousarray(self.w[:M]),
+                    None, self.w[M] * B if hb else np.zeros(nr_w))
+        elif self.classifier == LIB_LLSVM:
+            Wx = self.w[:M * d].reshape(M, d, nr_w).transpose(1, 2, 0).reshape(d, nr_w * M)
+            maps = (P, np.ascontiguousarray(Wx), np.zeros(nr_w * M),
+                    self.w[M * d] * B if hb else np.zeros(nr_w))
+        else:     # PEG_LLSVM, LIB_LLSVM_PB: plane-major rows [w_{c,j}; b_{c,j}]
+            stride = d + (1 if hb else 0)
+            W3 = self.w[:M * stride].reshape(M, stride, nr_w)
+            Wx = W3[:, :d].transpose(1, 2, 0).reshape(d, nr_w * M)
+            pb = (W3[:, d].T.reshape(-1) * B) if hb else np.zeros(nr_w * M)
+            extra = (self.w[M * stride] * B if self.classifier == LIB_LLSVM_PB
+                     else np.zeros(nr_w))
+            maps = (P, np.ascontiguousarray(Wx), np.ascontiguousarray(pb), extra)
+        return maps
+
+    def decision_values(self, rows: Rows, n_threads: int = 1, batch: int = CODE_BATCH) -> np.ndarray:
+        """``(n, nr_w)`` decision values.  Per row batch: one BLAS product codes the
+        batch for every coding at once (all classes of C-OCC), one more gives the
+        plane responses ``w_{c,j} . x`` of every class and plane; the rest is
+        elementwise."""
         rows = rows.truncated(self.nr_feature)
-        n, d, M = rows.n_rows, self.nr_feature, self.n_planes
-        out = np.empty((n, self.nr_w))
+        n, d, M, nr_w = rows.n_rows, self.nr_feature, self.n_planes, self.nr_w
+        out = np.empty((n, nr_w))
         if n == 0:
             return out
-        B = self.bias if self.bias >= 0 else 0.0
-        codes = None
-        for c in range(self.nr_w):
-            if codes is None or self.n_codings > 1:
-                codes = occ_codes(rows, *self.coding(c), n_features=d)
-            wc = self.w[:, c]
-            if self.classifier == LINEAR_CODES:
-                out[:, c] = codes @ wc[:M] + (wc[M] * B if self.bias >= 0 else 0.0)
-                continue
-            if self.classifier == LIB_LLSVM:
-                Wc = wc[:M * d].reshape(M, d)
-                bc = np.full(M, 0.0)
-                extra = wc[M * d] * B if self.bias >= 0 else 0.0
+        P, Wx, plane_bias, extra = self._predict_maps()
+        for a, b, Xb in _row_batches(rows, d, batch):
+            G = _normalise(np.asarray(Xb @ P), M)                  # (nb, K, M)
+            if self.classifier == LINEAR_ALL_CODES:
+                out[a:b] = G.reshape(b - a, -1) @ Wx
+            elif self.classifier == LINEAR_CODES:
+                if self.n_codings == 1:
+                    out[a:b] = G[:, 0, :] @ Wx
+                else:
+                    out[a:b] = np.einsum("ikj,jk->ik", G, Wx)
             else:
-                stride = d + (1 if self.bias >= 0 else 0)
-                Wp = wc.reshape(M, stride)
-                Wc = Wp[:, :d]
-                bc = Wp[:, d] * B if self.bias >= 0 else np.zeros(M)
-                extra = 0.0
-            S = np.asarray(_csr(rows, d) @ np.ascontiguousarray(Wc.T)) + bc  # (n, M)
-            out[:, c] = np.einsum("ij,ij->i", S, codes) + extra
+                S = np.asarray(Xb @ Wx).reshape(b - a, nr_w, M)
+                S += plane_bias.reshape(nr_w, M)
+                if self.n_codings == 1:
+                    out[a:b] = np.einsum("icj,ij->ic", S, G[:, 0, :])
+                else:
+                    out[a:b] = np.einsum("icj,icj->ic", S, G)
+            out[a:b] += extra
         return out
 
     # ---------------------------------------------------------------- model files
@@ -219,7 +298,7 @@ class OCCModel(Model):
             raise ValueError(f"unknown occ_classifier {kind!r}")
         nr_w = 1 if int(base["nr_class"]) == 2 else int(base["nr_class"])
         return [("planes", (ncod * M, d)), ("sigma", (ncod * M, 1)),
-                ("w", (_w_size(kind, M, d, float(base["bias"])), nr_w))]
+                ("w", (_w_size(kind, M, d, float(base["bias"]), ncod), nr_w))]
 
     @classmethod
     def from_file(cls, header, base, blocks):
@@ -237,12 +316,16 @@ class OCCModel(Model):
                 f"nr_feature={self.nr_feature}, bias={self.bias:g})")
 
 
-def _w_size(kind: str, M: int, d: int, bias: float) -> int:
+def _w_size(kind: str, M: int, d: int, bias: float, n_codings: int = 1) -> int:
     hb = 1 if bias >= 0 else 0
+    if kind == LINEAR_ALL_CODES:
+        return n_codings * M + hb
     if kind == LIB_LLSVM:
         return M * d + hb
     if kind == PEG_LLSVM:
         return M * (d + hb)
+    if kind == LIB_LLSVM_PB:
+        return M * (d + 1) + 1
     return M + hb
 
 
@@ -282,16 +365,25 @@ def solve_occ_dual(rows: Rows, codes: np.ndarray, y: np.ndarray, C: np.ndarray, 
 
 def check_occ_params(params: TrainParams) -> None:
     st = int(params.solver_type)
-    if st not in OCC_SOLVERS:
+    linear_on_codes = params.coding_param in (0.0, 2.0)
+    if st not in OCC_SOLVERS and not (linear_on_codes and st == PRIMAL_L2_SOLVER):
         raise ValueError(f"-s {st} ({SolverType(st).name}) with -L {params.coding}: "
-                                  f"OCC training supports -s 1, 3 and 30")
+                         f"OCC training supports -s 1, 3 and 30 (and -s 2 with -u 0 or 2)")
     if params.coding not in OCC_CODINGS:
         raise ValueError(f"-L {params.coding} is not an OCC coding (4 or 5)")
     if params.n_anchors < 1:
         raise ValueError(f"-A {params.n_anchors}: the number of planes must be >= 1")
-    if params.coding_param not in (0.0, 1.0):
+    if params.coding_param not in (0.0, 1.0, 2.0, 3.0):
         raise ValueError(f"-u {params.coding_param:g} with -L {params.coding}: must be 1 "
-                         f"(locally linear on gamma (x) x) or 0 (linear SVM on the codes)")
+                         f"(locally linear on gamma (x) x), 0 (linear SVM on the codes), 2 "
+                         f"(-L 5: linear SVM on all classes' codes) or 3 (1 with a bias "
+                         f"per plane)")
+    if params.coding_param == 3.0 and (st == SGD_SOLVER or not params.bias >= 0):
+        raise ValueError(f"-u 3 (a bias per plane) needs -s 1 or 3 and -B >= 0 (-s 30 "
+                         f"always has one bias per plane)")
+    if params.coding_param == 2.0 and params.coding != 5:
+        raise ValueError(f"-u 2 (linear SVM on all classes' codes) needs -L 5, "
+                         f"not -L {params.coding}")
     if params.kernel_map != 0:
         raise ValueError(f"-K {params.kernel_map} is not supported with -L {params.coding}")
     if params.n_threads < 1:
@@ -326,8 +418,14 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     weighted_C = _weighted_C(labels, params)
     jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
     nr_w = len(jobs)
-    linear_codes = params.coding_param == 0.0
-    kind = LINEAR_CODES if linear_codes else (PEG_LLSVM if st == SGD_SOLVER else LIB_LLSVM)
+    if params.coding_param == 2.0:
+        kind = LINEAR_ALL_CODES
+    elif params.coding_param == 0.0:
+        kind = LINEAR_CODES
+    elif params.coding_param == 3.0:
+        kind = LIB_LLSVM_PB
+    else:
+        kind = PEG_LLSVM if st == SGD_SOLVER else LIB_LLSVM
 
     def basis(c: int | None):
         sub = rows if c is None else _select(rows, class_index == c)
@@ -344,6 +442,19 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     else:
         bases = [None] * nr_w
         shared_codes = None
+    if kind == LINEAR_ALL_CODES:
+        # every problem sees all classes' codes: learn the bases first, code once
+        if params.n_threads > 1 and nr_w > 1:
+            with ThreadPoolExecutor(max_workers=min(params.n_threads, nr_w)) as pool:
+                bases = list(pool.map(basis, [job[0] for job in jobs]))
+        else:
+            bases = [basis(job[0]) for job in jobs]
+        shared_codes = occ_codes_multi(rows, np.vstack([b[0] for b in bases]),
+                                       np.concatenate([b[1] for b in bases]), M)
+        info(f"C-OCC: {nr_w} x {M} planes ({time.perf_counter() - t:.2f} s with coding)\n")
+
+    # -u 3: the per-plane bias is a constant feature B appended to every row
+    rows_pb = _with_constant(rows, bias) if kind == LIB_LLSVM_PB else None
 
     def solve(job):
         c, y_pm, Cp, Cn = job
@@ -353,9 +464,10 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
         else:
             codes = shared_codes
         state = rng_state(params.seed, _PURPOSE_SOLVER, *seed_path, c)
-        if kind == LIB_LLSVM:
+        if kind in (LIB_LLSVM, LIB_LLSVM_PB):
             C = np.where(y_pm > 0, Cp, Cn).astype(np.float64)
-            res = solve_occ_dual(rows, codes, y_pm, C, bias, state, params, info,
+            res = solve_occ_dual(rows_pb if kind == LIB_LLSVM_PB else rows, codes, y_pm, C,
+                                 bias, state, params, info,
                                  "l2" if st == int(SolverType.L2R_L2LOSS_SVC_DUAL) else "l1")
             return res.w if bias >= 0 else res.w[:-1]
         if kind == PEG_LLSVM:
@@ -365,6 +477,8 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
                                  coding=Coding(idx, codes, M))
             return solve_sgd_hinge(prob, params, info).w
         prob = BinaryProblem(_code_rows(codes), y_pm, Cp, Cn, bias, state)
+        if st == PRIMAL_L2_SOLVER:
+            import lcoding.solvers_newton  # noqa: F401  (registers -s 2)
         solver = solve_sgd_hinge if st == SGD_SOLVER else BINARY_SOLVERS[st]
         return solver(prob, params, info).w
 
@@ -387,6 +501,20 @@ class _null:
 
     def __exit__(self, *exc):
         return False
+
+
+def _with_constant(rows: Rows, value: float) -> Rows:
+    """``[x; value]``: one more column (index ``n_features``) of value ``value``."""
+    n, d = rows.n_rows, rows.n_features
+    indptr = rows.indptr + np.arange(n + 1, dtype=np.int64)
+    last = indptr[1:] - 1                               # slot of the new entry per row
+    data = np.empty(rows.data.shape[0] + n)
+    indices = np.empty(rows.data.shape[0] + n, dtype=np.int32)
+    keep = np.ones(data.shape[0], dtype=bool)
+    keep[last] = False
+    data[keep], indices[keep] = rows.data, rows.indices
+    data[last], indices[last] = value, d
+    return Rows(data, indices, indptr, d + 1)
 
 
 def _select(rows: Rows, mask: np.ndarray) -> Rows:

@@ -8,7 +8,7 @@ import scipy.sparse as sp
 from conftest import flush_c_stdout, objectives_from_output
 from lcoding._validation import as_rows
 from lcoding.model_io import load_model_file as load_model, save_model_file as save_model
-from lcoding.occ import OCCModel, occ_basis, occ_codes
+from lcoding.occ import OCCModel, occ_basis, occ_codes, occ_codes_multi
 from lcoding.options import parse_train_options
 from lcoding.training import train_model
 
@@ -48,15 +48,19 @@ def test_rank_error_names_option(rng):
         occ_basis(as_rows(X), 3)
 
 
-@pytest.mark.parametrize("loss", ["3", "1"])
-def test_lib_llsvm_matches_liblinear_on_materialised_features(loss, rng, capfd):
+@pytest.mark.parametrize("loss,u", [("3", 1), ("1", 1), ("3", 3)])
+def test_lib_llsvm_matches_liblinear_on_materialised_features(loss, u, rng, capfd):
     liblinearutil = pytest.importorskip("liblinear.liblinearutil")
     X, y = _toy(rng)
     yb = np.where(y == 0, 1.0, -1.0)
-    model = train_model(yb, as_rows(X), parse_train_options(f"-s {loss} -L 4 -A 3 -B 1 -c 2 -e 1e-6"))
+    model = train_model(yb, as_rows(X),
+                        parse_train_options(f"-s {loss} -L 4 -A 3 -B 1 -c 2 -e 1e-6 -u {u}"))
     ours = objectives_from_output(capfd.readouterr().out)
     G = occ_codes(as_rows(X), *model.coding(0))
-    Z = (G[:, :, None] * X.toarray()[:, None, :]).reshape(X.shape[0], -1)
+    Xd = X.toarray()
+    if u == 3:      # a bias per plane: gamma (x) [x; 1]
+        Xd = np.hstack([Xd, np.ones((X.shape[0], 1))])
+    Z = (G[:, :, None] * Xd[:, None, :]).reshape(X.shape[0], -1)
     ref_model = liblinearutil.train(yb, sp.csr_matrix(Z), f"-s {loss} -B 1 -c 2 -e 1e-6")
     flush_c_stdout()
     ref = objectives_from_output(capfd.readouterr().out)
@@ -72,7 +76,9 @@ def test_lib_llsvm_matches_liblinear_on_materialised_features(loss, rng, capfd):
 
 @pytest.mark.parametrize("options", ["-s 3 -L 4 -A 3", "-s 1 -L 5 -A 3 -B 1",
                                      "-s 30 -L 4 -A 4 -B 1 -E 3", "-s 30 -L 5 -A 2",
-                                     "-s 3 -L 5 -A 4 -u 0 -B 1", "-s 1 -L 4 -A 2 -u 0"])
+                                     "-s 3 -L 5 -A 4 -u 0 -B 1", "-s 1 -L 4 -A 2 -u 0",
+                                     "-s 1 -L 5 -A 3 -u 2 -B 1", "-s 1 -L 5 -A 2 -u 2",
+                                     "-s 3 -L 5 -A 3 -u 3 -B 1", "-s 2 -L 4 -A 3 -u 0 -B 1"])
 def test_save_load_identical(options, rng, tmp_path):
     X, y = _toy(rng)
     rows = as_rows(X)
@@ -101,30 +107,69 @@ def test_c_occ_uses_class_bases(rng):
     np.testing.assert_allclose(np.abs(np.sum(Vm * V, axis=1)), 1.0, atol=1e-9)
 
 
-def test_decision_values_follow_the_formulas(rng):
+@pytest.mark.parametrize("options", ["-s 3 -L 4 -A 3 -B 1", "-s 30 -L 4 -A 3 -B 1 -E 2",
+                                     "-s 3 -L 4 -A 3 -u 0 -B 1", "-s 1 -L 5 -A 3 -B 1",
+                                     "-s 30 -L 5 -A 3 -B 1 -E 2", "-s 3 -L 5 -A 3 -u 0 -B 1",
+                                     "-s 3 -L 5 -A 2", "-s 1 -L 5 -A 3 -u 2 -B 1",
+                                     "-s 1 -L 4 -A 3 -u 3 -B 1", "-s 3 -L 5 -A 3 -u 3 -B 0.5"])
+def test_decision_values_follow_the_formulas(options, rng):
+    # the batched prediction (all codings and classes in one product per batch)
+    # against the per-class formulas of each classifier, for several batch sizes
     X, y = _toy(rng)
     rows = as_rows(X)
     Xd = X.toarray()
-    for options in ("-s 3 -L 4 -A 3 -B 1", "-s 30 -L 4 -A 3 -B 1 -E 2", "-s 3 -L 4 -A 3 -u 0 -B 1"):
-        m = train_model(y, rows, parse_train_options(options + " -q"))
-        G = occ_codes(rows, *m.coding(0))
-        d, M = X.shape[1], 3
-        for c in range(m.nr_w):
-            w = m.w[:, c]
-            if m.classifier == "LIB_LLSVM":
-                ref = np.einsum("ij,ij->i", G, Xd @ w[:M * d].reshape(M, d).T) + w[-1]
-            elif m.classifier == "PEG_LLSVM":
-                Wp = w.reshape(M, d + 1)
-                ref = np.einsum("ij,ij->i", G, Xd @ Wp[:, :d].T + Wp[:, d])
-            else:
-                ref = G @ w[:M] + w[M]
-            np.testing.assert_allclose(m.decision_values(rows)[:, c], ref, atol=1e-10)
+    m = train_model(y, rows, parse_train_options(options + " -q"))
+    d, M = X.shape[1], m.n_planes
+    ref = np.empty((X.shape[0], m.nr_w))
+    all_codes = []
+    for c in range(m.nr_w):
+        V, s = m.coding(c)
+        G = (Xd @ V.T) / s
+        all_codes.append(G / np.abs(G).sum(axis=1, keepdims=True))
+    all_codes = np.hstack(all_codes)
+    for c in range(m.nr_w):
+        V, s = m.coding(c)
+        G = (Xd @ V.T) / s
+        G /= np.abs(G).sum(axis=1, keepdims=True)
+        w = m.w[:, c]
+        b = w[-1] if m.bias >= 0 else 0.0
+        if m.classifier == "LIB_LLSVM":
+            ref[:, c] = np.einsum("ij,ij->i", G, Xd @ w[:M * d].reshape(M, d).T) + b
+        elif m.classifier == "PEG_LLSVM":
+            Wp = w.reshape(M, d + 1)
+            ref[:, c] = np.einsum("ij,ij->i", G, Xd @ Wp[:, :d].T + Wp[:, d])
+        elif m.classifier == "LIB_LLSVM_PB":
+            assert w.shape[0] == M * (d + 1) + 1
+            Wp = w[:-1].reshape(M, d + 1)
+            ref[:, c] = np.einsum("ij,ij->i", G, Xd @ Wp[:, :d].T + Wp[:, d] * m.bias) + b * m.bias
+        elif m.classifier == "LINEAR_ALL_CODES":
+            assert w.shape[0] == m.nr_w * M + 1
+            ref[:, c] = all_codes @ w[:-1] + b
+        else:
+            ref[:, c] = G @ w[:M] + b
+    for batch in (5, 2048):
+        np.testing.assert_allclose(m.decision_values(rows, batch=batch), ref, atol=1e-10)
+
+
+def test_stacked_codes_equal_per_coding_codes(rng):
+    X, y = _toy(rng)
+    rows = as_rows(X)
+    m = train_model(y, rows, parse_train_options("-s 3 -L 5 -A 3 -q"))
+    G = occ_codes_multi(rows, m.planes, m.sigma, 3, batch=11)
+    ref = np.hstack([occ_codes(rows, *m.coding(c)) for c in range(m.nr_w)])
+    np.testing.assert_allclose(G, ref, atol=1e-13)
 
 
 def test_bad_options(rng):
     X, y = _toy(rng)
     with pytest.raises(ValueError, match="-u"):
         train_model(y, as_rows(X), parse_train_options("-s 3 -L 4 -A 2 -u 0.5 -q"))
+    with pytest.raises(ValueError, match="-u 2"):
+        train_model(y, as_rows(X), parse_train_options("-s 3 -L 4 -A 2 -u 2 -q"))
+    with pytest.raises(ValueError, match="-u 3"):
+        train_model(y, as_rows(X), parse_train_options("-s 30 -L 4 -A 2 -u 3 -B 1 -q"))
+    with pytest.raises(ValueError, match="-s 2"):
+        train_model(y, as_rows(X), parse_train_options("-s 2 -L 4 -A 2 -q"))
     with pytest.raises(ValueError, match="-s 0"):
         train_model(y, as_rows(X), parse_train_options("-s 0 -L 4 -A 2 -q"))
     with pytest.raises(ValueError, match="-A 50"):
