@@ -19,9 +19,13 @@ The method is reconstructed in ``algorithms.md`` §E (the seed text is garbled);
   kernel PCA map would only see the projection of the tangents onto span Phi(x_i).
   ``-Y 0`` is the plain kernel SVM (LIBSVM's C-SVC).
 * ``-H 3`` VSV: the same kernel SVM on the training set plus its translated copies.
+* ``-H 4`` IHKPCA on a kernel PCA map of the landmarks *and their transformed copies*
+  ``x_l + dx_l`` (the virtual examples): the map then spans the feature-space tangents
+  ``dPhi_l``, so nothing of them is lost in the projection; with every training point a
+  landmark it is ISVM (``z_i . z_j = K~(x_i, x_j)``) solved by the ``-s`` solver.
 
 Every trained kernel model is a kernel expansion ``f(x) = sum_k a_k K(z_k, x) + b``
-(:class:`KernelExpansionModel`): for ``-H 0, 1`` the linear weights on psi are
+(:class:`KernelExpansionModel`): for ``-H 0, 1, 4`` the linear weights on psi are
 folded back through the map (``a = P^T w``, z = landmarks); for ISVM the tangent
 terms ``g(x)`` are themselves kernel values at the shifted points, so z = the
 training points and their shifted copies.  Prediction needs only the points, the
@@ -50,7 +54,7 @@ FORMAT_VERSION = "1"
 MODEL_NAME = "kernel_expansion"
 KERNEL_NAMES = {0: "linear", 1: "polynomial", 2: "rbf", 3: "sigmoid"}   # LIBSVM's names
 KERNEL_BY_NAME = {name: kt for kt, name in KERNEL_NAMES.items()}
-METHOD_NAMES = {0: "kpca_map", 1: "ihkpca", 2: "isvm", 3: "vsv"}
+METHOD_NAMES = {0: "kpca_map", 1: "ihkpca", 2: "isvm", 3: "vsv", 4: "ihkpca_virtual"}
 METHOD_BY_NAME = {name: m for m, name in METHOD_NAMES.items()}
 TANGENT_NAMES = {0: "none", 1: "horizontal", 2: "vertical", 3: "both", 4: "user"}
 TANGENT_BY_NAME = {name: t for t, name in TANGENT_NAMES.items()}
@@ -195,6 +199,32 @@ def invariant_whitening(tangents: np.ndarray, gamma: float) -> np.ndarray:
     return (V / np.sqrt(ev)[None, :]) @ V.T
 
 
+def virtual_landmarks(landmarks: np.ndarray, tangents: np.ndarray) -> np.ndarray:
+    """The landmarks followed by their transformed copies ``l + dl`` for every tangent kind
+    (``tangents``: ``(n_kinds, m, d)``, the tangents of the landmarks): the points of the
+    ``-H 4`` kernel PCA map, ``m (1 + n_kinds)`` rows."""
+    return np.vstack([landmarks] + [landmarks + tangents[k] for k in range(tangents.shape[0])])
+
+
+def ihkpca_map(kernel: Kernel, X: np.ndarray, dX, landmarks: np.ndarray, gamma: float,
+               KX: np.ndarray | None = None) -> np.ndarray:
+    """``P = C_gamma^(-1/2) Lambda^(-1/2) U^T`` (r x m) of IHKPCA (§E.4): the kernel PCA map
+    of ``landmarks`` followed by the invariant whitening with the tangents
+    ``dpsi_i = psi(x_i + dx_i) - psi(x_i)`` of the training points ``X`` (``dX``:
+    ``(n_kinds, n, d)``), so that ``z(x) = P k(x)``, ``k(x) = (K(x, l_1), ..., K(x, l_m))``.
+    With ``landmarks = virtual_landmarks(X, dX)`` the map spans every ``Phi(x_i + dx_i)``,
+    hence ``dPhi_i``, and ``z(x) . z(y)`` is the ISVM kernel ``K~(x, y)`` of :class:`TangentKernel`
+    (Woodbury: the same ``Phi(x)^T C_gamma^(-1) Phi(y)``).  ``KX``: ``kernel.matrix(X,
+    landmarks)`` when the caller has it already."""
+    P = kernel_pca_map(kernel, landmarks)
+    if gamma > 0:
+        KX = kernel.matrix(X, landmarks) if KX is None else KX
+        dpsi = np.concatenate([(kernel.matrix(X + dX[k], landmarks) - KX) @ P.T
+                               for k in range(dX.shape[0])])
+        P = invariant_whitening(dpsi, gamma) @ P
+    return P
+
+
 class TangentKernel:
     """The ISVM kernel of §E.3 for training points ``X`` with tangent vectors ``dX``
     (finite differences in feature space, eq. 7)::
@@ -275,7 +305,8 @@ class TangentKernel:
 # ----------------------------------------------------------------------------- model
 class KernelExpansionModel(Model):
     """``f_c(x) = sum_k w[k, c] K(z_k, x) (+ bias * w[m, c])``: the points ``z`` are
-    landmarks (``-H 0, 1``) or training points and their shifted copies (``-H 2, 3``)."""
+    landmarks (``-H 0, 1``; ``-H 4``: and their transformed copies) or training points and
+    their shifted copies (``-H 2, 3``)."""
 
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, kernel: Kernel, points, w,
                  method: str = "kpca_map", invariance_gamma: float = 0.0, tangents: str = "none",
@@ -417,7 +448,7 @@ def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> Non
         raise ValueError(f"-r {params.coef0}: coef0 must be finite")
     if params.invariance not in METHOD_NAMES:
         raise ValueError(f"-H {params.invariance}: method must be 0 (kernel PCA map), 1 (IHKPCA), "
-                         f"2 (ISVM) or 3 (VSV)")
+                         f"2 (ISVM), 3 (VSV) or 4 (IHKPCA on landmarks + virtual examples)")
     if params.tangents not in (0, 1, 2, 3):
         raise ValueError(f"-J {params.tangents}: tangents must be 0 (none), 1 (horizontal), "
                          f"2 (vertical) or 3 (both)")
@@ -432,7 +463,7 @@ def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> Non
     has_tangents = bool(params.tangents) or user_tangents
     method = params.invariance
     if method == 0 and has_tangents:
-        raise ValueError("tangents (-J or an array) are only used by -H 1, 2, 3")
+        raise ValueError("tangents (-J or an array) are only used by -H 1, 2, 3, 4")
     if method == 0 and params.kernel_type < 0:
         raise ValueError("-H 0 (kernel PCA map) needs a kernel (-t)")
     if method in (1, 2) and params.invariance_gamma > 0 and not has_tangents:
@@ -440,6 +471,11 @@ def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> Non
                          f"(-J, or a tangents array through lcoding.invariant.train_invariant)")
     if method == 3 and not has_tangents:
         raise ValueError("-H 3 (VSV) needs transformations to add (-J, or a tangents array)")
+    if method == 4 and not has_tangents:
+        raise ValueError("-H 4 (IHKPCA on landmarks + virtual examples) needs transformations "
+                         "(-J, or a tangents array)")
+    if method == 4 and params.kernel_type < 0:
+        raise ValueError("-H 4 needs a kernel (-t; -t 0 for the linear kernel)")
     if method in (2, 3) and int(params.solver_type) not in SVC_SOLVERS:
         raise ValueError(f"-s {params.solver_type}: -H {method} solves the kernel C-SVC by SMO, "
                          f"with -s 3 (hinge loss, LIBSVM's C-SVC) or -s 1 (squared hinge)")
@@ -553,24 +589,23 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
         return LinearModel(inner.solver_type, inner.nr_class, inner.label, d, inner.bias, w,
                            rho=inner.rho, param=params)
 
-    if method in (0, 1):
+    if method in (0, 1, 4):
         landmark_ids = _choose_landmarks(n, params.n_landmarks, params.seed, seed_path)
         landmarks = X[landmark_ids]
-        P = kernel_pca_map(kernel, landmarks)
+        if method == 4:
+            landmarks = virtual_landmarks(landmarks, dX[:, landmark_ids])
+        invariant = method in (1, 4)
         KX = kernel.matrix(rows, landmarks)
+        P = ihkpca_map(kernel, X, dX, landmarks, gamma_inv if invariant else 0.0, KX)
         info(f"kernel PCA map: {landmarks.shape[0]} landmarks, {P.shape[0]} components "
              f"({time.perf_counter() - t0:.2f} s)\n")
-        if method == 1 and gamma_inv > 0:
-            dpsi = np.concatenate([(kernel.matrix(X + dX[k], landmarks) - KX) @ P.T
-                                   for k in range(dX.shape[0])])
-            P = invariant_whitening(dpsi, gamma_inv) @ P
         inner = _train_linear(y, KX @ P.T, params, info, seed_path)
         r = P.shape[0]
         w = np.vstack([P.T @ inner.w[:r], inner.w[r:]])
         return KernelExpansionModel(inner.solver_type, inner.nr_class, inner.label, d, inner.bias,
                                     kernel, landmarks, w, method=METHOD_NAMES[method],
-                                    invariance_gamma=gamma_inv if method == 1 else 0.0,
-                                    tangents=tangent_name if method == 1 else "none",
+                                    invariance_gamma=gamma_inv if invariant else 0.0,
+                                    tangents=tangent_name if invariant else "none",
                                     rho=inner.rho, param=params)
 
     if method == 3:
@@ -607,6 +642,6 @@ def train_invariant(y, x, options="", tangents=None, background: float = 0.0) ->
         raise ValueError(f"len(y) = {labels.shape[0]} differs from the {rows.n_rows} "
                          f"instances in x")
     if not uses_kernel_options(params) and tangents is not None:
-        raise ValueError("tangents given without -H 1, 2 or 3 in the options")
+        raise ValueError("tangents given without -H 1, 2, 3 or 4 in the options")
     return train_kernel_model(labels, rows, params, Messages(params.quiet), tangents=tangents,
                               background=background)

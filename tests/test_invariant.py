@@ -7,9 +7,9 @@ import scipy.sparse as sp
 
 from lcoding import liblinearutil
 from lcoding._validation import rows_from_dense, rows_from_sparse
-from lcoding.invariant import (Kernel, KernelExpansionModel, TangentKernel, image_tangents,
-                               invariant_whitening, kernel_pca_map, train_invariant,
-                               translated_images)
+from lcoding.invariant import (Kernel, KernelExpansionModel, TangentKernel, ihkpca_map,
+                               image_tangents, invariant_whitening, kernel_pca_map,
+                               train_invariant, translated_images, virtual_landmarks)
 from lcoding.model import LinearModel
 from lcoding.model_io import load_model_file, model_from_text, model_to_text, save_model_file
 from lcoding.options import OptionError, parse_train_options
@@ -122,6 +122,38 @@ def test_isvm_kernel_equals_the_explicit_feature_map():
                                np.eye(T.shape[1]), atol=1e-10)
 
 
+def test_ihkpca_on_virtual_landmarks_is_the_isvm_kernel():
+    """-H 4: with the kernel PCA map on the training points and their transformed copies the
+    whitened coordinates z reproduce the ISVM kernel exactly, on training and new points; the
+    trained model keeps those points and predicts through them."""
+    rng = np.random.default_rng(11)
+    X = rng.uniform(-1.0, 1.0, (25, 16))
+    dX = image_tangents(X, 4, 3, background=-1.0)
+    Xnew = rng.uniform(-1.0, 1.0, (7, 16))
+    landmarks = virtual_landmarks(X, dX)
+    assert landmarks.shape == (75, 16)
+    np.testing.assert_array_equal(landmarks[25:50], X + dX[0])
+    for kernel in (Kernel(1, 3, 1 / 16, 0.0), Kernel(2, gamma=0.05)):
+        for gamma in (0.0, 0.5, 0.99):
+            P = ihkpca_map(kernel, X, dX, landmarks, gamma)
+            Z, Znew = kernel.matrix(X, landmarks) @ P.T, kernel.matrix(Xnew, landmarks) @ P.T
+            tk = TangentKernel(kernel, X, dX, gamma)
+            scale = np.abs(tk.gram()).max()
+            np.testing.assert_allclose(Z @ Z.T, tk.gram(), rtol=0, atol=1e-9 * scale)
+            np.testing.assert_allclose(Z @ Znew.T, tk.cross(Xnew), rtol=0, atol=1e-9 * scale)
+    # the training-point map (-H 1) loses the part of the tangents outside span Phi(x_i)
+    kernel = Kernel(1, 3, 1 / 16, 0.0)
+    P1 = ihkpca_map(kernel, X, dX, X, 0.9)
+    Z1 = kernel.matrix(X, X) @ P1.T
+    assert np.abs(Z1 @ Z1.T - TangentKernel(kernel, X, dX, 0.9).gram()).max() > 1e-3 * np.abs(
+        Z1 @ Z1.T).max()
+    y = np.where(X[:, :8].sum(1) > 0, 1.0, -1.0)
+    model = train_invariant(y, X, "-t 1 -d 3 -g 0.0625 -s 1 -B 1 -H 4 -Y 0.9 -J 3 -N 4 -q",
+                            background=-1.0)
+    assert model.method == "ihkpca_virtual" and model.n_points == 75
+    assert model.tangents == "both" and model.invariance_gamma == 0.9
+
+
 def test_gamma_zero_isvm_gives_libsvm_decisions():
     svmutil = pytest.importorskip("libsvm.svmutil")
     rng = np.random.default_rng(4)
@@ -161,7 +193,7 @@ def test_invariance_grows_with_gamma():
     tangents = rotation_tangents(X, 0.05)
     moved = rows_from_dense(X + tangents)
     rows = rows_from_dense(X)
-    for method in (1, 2):
+    for method in (1, 2, 4):
         change = []
         for gamma in (0.0, 0.9, 0.999):
             model = train_invariant(y, X, f"-t 2 -g 1 -c 100 -s 3 -B 1 -e 0.001 -H {method} "
@@ -177,6 +209,7 @@ def test_invariance_grows_with_gamma():
     "-t 1 -d 2 -g 0.5 -r 1 -s 3 -H 1 -Y 0.9 -X 25 -q",
     "-t 2 -g 0.5 -s 3 -H 2 -Y 0.9 -q",
     "-t 3 -g 0.1 -r -0.5 -s 1 -H 3 -q",
+    "-t 2 -g 0.5 -s 1 -B 1 -H 4 -Y 0.9 -X 20 -q",
     "-s 2 -H 1 -Y 0.5 -B 1 -q",
 ])
 def test_save_load_identical(tmp_path, options):
@@ -238,7 +271,8 @@ def test_options_and_errors():
                            ("-t 2 -H 2 -s 2 -J 1", "-s 2"), ("-t 2 -J 1", "only used"),
                            ("-t 2 -H 1 -Y 0.5 -J 1 -N 5", "-N 5"), ("-t 2 -X 0", "-X 0"),
                            ("-t 2 -L 1", "-L 1"), ("-t 1 -d -1", "-d -1"),
-                           ("-t 2 -g -1", "-g -1")]:
+                           ("-t 2 -g -1", "-g -1"), ("-t 2 -H 4", "-H 4"),
+                           ("-H 4 -J 1", "needs a kernel"), ("-t 2 -H 5", "-H 5")]:
         with pytest.raises((ValueError, NotImplementedError), match=match):
             liblinearutil.train(y, X, options + " -q")
     with pytest.raises(OptionError, match="-Y"):
