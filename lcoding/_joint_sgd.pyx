@@ -1,13 +1,15 @@
 # Joint SGD of W, b and the anchors (algorithms.md §C.1, §C.4; seed Algorithm 2):
 # LLC-SAPL (Gaussian soft assignment on the k nearest anchors, kind 2) and LLC-JO
 # (k* coding, kind 3).  Multi-class: shared anchors, per-class W_c, b_c, loss
-# sum_c cost_i max(0, 1 - y_ic f_c(x_i)); the anchor steps of the violated classes
-# are summed.
+# sum_c cost_ic max(0, 1 - y_ic f_c(x_i)); the anchor steps of the violated classes
+# are summed.  cost_ic = C_ic / C (LIBLINEAR's one-vs-rest -wi: weight_c for the rows
+# of class c in problem c, 1 for the rest).
 #
 # Step t (global), eta_t = 1 / (lambda (t + t0)), eta_v = anchor_lr / (t + t0):
 #   code x with the current anchors; local scores s_cj = w_cj . x + B b_cj; f_c;
 #   for violated c:  w_cj += eta_t y_c cost gamma_j x,  b_cj += eta_t y_c cost gamma_j B
-#   anchors (pre-update scores):  v_j += eta_v sum_{c viol} y_c cost g_cj (x - v_j)
+#   anchors (pre-update scores):  v_j += eta_v sum_{c viol} y_c cost g_cj (x - v_j),
+#   the factor eta_v sum(...) clipped to [-STEP_CAP, STEP_CAP] (no overshoot past x)
 #   every skip steps W *= 1 - skip/(t + t0)   (scale trick; b and anchors never decay)
 # with df_c/dv_j = g_cj (x - v_j):
 #   Gaussian:            g = 2 beta gamma_j (s_j - f)
@@ -23,6 +25,7 @@ import numpy as np
 from lcoding._kstar cimport heap_build, heap_pop, kstar_row
 
 cdef double RESCALE_BELOW = 1e-9
+cdef double STEP_CAP = 0.5
 
 
 cdef Py_ssize_t code_point(const double* dist, Py_ssize_t m, int kind, double param,
@@ -87,7 +90,7 @@ cdef inline double sparse_dot(const double* xd, const int* xi, int64_t p0, int64
 def joint_epoch(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
         const signed char[:, ::1] Y,    # IN (n, nr_w) +1 / -1 targets
-        const double[::1] cost,         # IN (n,) per-row loss weight
+        const double[:, ::1] cost,      # IN (n, nr_w) per-row, per-class loss weight
         const int[::1] order,           # IN rows in visiting order
         double[:, ::1] V,               # INOUT (m, d) anchors
         double[::1] v_sq,               # INOUT (m,) squared anchor norms
@@ -107,7 +110,8 @@ def joint_epoch(
     cdef Py_ssize_t n_viol = 0
     cdef bint any_viol
     if Y.shape[1] != nr_w or b.shape[0] != nr_w or b.shape[1] != m or W.shape[1] != m * d \
-            or v_sq.shape[0] != m or X_indptr.shape[0] != Y.shape[0] + 1 or cost.shape[0] != Y.shape[0]:
+            or v_sq.shape[0] != m or X_indptr.shape[0] != Y.shape[0] + 1 or cost.shape[0] != Y.shape[0] \
+            or cost.shape[1] != nr_w:
         raise ValueError("joint_epoch: inconsistent array shapes")
     if kind != 3 and not 1 <= k <= m:
         raise ValueError(f"joint_epoch: k = {k} out of [1, {m}]")
@@ -149,15 +153,15 @@ def joint_epoch(
                 yc = Y[i, c]
                 margin = yc * f
                 if margin < 1.0:
-                    loss += cost[i] * (1.0 - margin)
+                    loss += cost[i, c] * (1.0 - margin)
                     n_viol += 1
                     any_viol = True
                     if anchor_lr != 0.0:
                         anchor_coef(kind, variant, param, K, &gam[0], &raw[0], S,
                                     &sloc[c, 0], f, &gbuf[0])
                         for j in range(K):
-                            coef[j] += yc * cost[i] * gbuf[j]
-                    step = eta * yc * cost[i]
+                            coef[j] += yc * cost[i, c] * gbuf[j]
+                    step = eta * yc * cost[i, c]
                     for j in range(K):
                         a = idx[j]
                         gj = step * gam[j]
@@ -171,6 +175,12 @@ def joint_epoch(
                 for j in range(K):
                     a = idx[j]
                     coefv = eta_v * coef[j]
+                    # trust region: one step moves v_j at most STEP_CAP of the way to x
+                    # (or that far away from it); without it a large rate overshoots
+                    if coefv > STEP_CAP:
+                        coefv = STEP_CAP
+                    elif coefv < -STEP_CAP:
+                        coefv = -STEP_CAP
                     if coefv == 0.0:
                         continue
                     vsum = 0.0

@@ -5,13 +5,15 @@ Algorithm (algorithms.md §C.1, §C.4; kernel :func:`lcoding._joint_sgd.joint_ep
 k-means anchors (``-A``, ``-a``, ``-I``), W = 0, b = 0; every epoch (``-E``) one
 seeded permutation; per sample: code with the current anchors, hinge test per
 class, SVMSGD2 step on W, b (``lambda = 1/(C l)``, ``-T`` t0, ``-P`` skip) and an
-anchor step with rate ``-f / (t + t0)`` (``-f 0`` freezes the anchors: plain
-LL-SVM SGD with the same coding).  ``-u`` is beta (``-L 2``) or mu (``-L 3``);
-``-j`` picks the LLC-JO anchor gradient: 0 exact (lambda depends on eta),
-1 the seed's (lambda held fixed), 2 the reference code's (extra factor w_i).
+anchor step with rate ``-f / (t + t0)``, capped so one step moves an anchor at most
+half-way to x (``-f 0`` freezes the anchors: plain LL-SVM SGD with the same coding).
+``-u`` is beta (``-L 2``) or mu (``-L 3``); ``-j`` picks the LLC-JO anchor
+gradient: 0 exact (lambda depends on eta), 1 the seed's (lambda held fixed), 2 the
+reference code's (extra factor w_i).
 
 Multi-class: shared anchors, per-class W_c, b_c (one-vs-rest +-1 targets, loss
-summed over classes), anchor steps summed over the violated classes.
+summed over classes), anchor steps summed over the violated classes; ``-wi`` as in
+LIBLINEAR's one-vs-rest (problem c: rows of class c weighted weight_c * C, the rest C).
 
 The model is a :class:`~lcoding.local_model.LocalModel` (learned anchors and
 mu / beta in the model file); :attr:`training_curve` holds the progressive
@@ -85,11 +87,12 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         cost = np.full(n, weighted_C[0] / params.C)
     else:
         Y = np.where(class_index[:, None] == np.arange(nr_class)[None, :], 1, -1).astype(np.int8)
-        cost = np.ones(n)   # one-vs-rest with shared rows: -wi is not defined per class here
-        if params.weight_label:
-            raise ValueError("-s 31: class weights (-wi) are supported for two classes only")
+        # LIBLINEAR's one-vs-rest weighting: in problem c the rows of class c have
+        # weight_c * C, all other rows C
+        cost = np.where(Y > 0, (weighted_C / params.C)[None, :], 1.0)
     Y = np.ascontiguousarray(Y)
-    cost = np.ascontiguousarray(cost, dtype=np.float64)
+    cost = np.ascontiguousarray(np.broadcast_to(
+        np.asarray(cost, dtype=np.float64).reshape(n, -1), (n, nr_w)))
 
     t = time.perf_counter()
     with single_threaded_blas(n):

@@ -186,6 +186,80 @@ def test_multiclass_shared_anchors(shared_data):
     assert acc > 0.80
 
 
+def _three_class(n=240, seed=0):
+    r = np.random.default_rng(seed)
+    X = r.normal(size=(n, 2))
+    y = np.floor((np.arctan2(X[:, 1], X[:, 0]) + np.pi) / (2 * np.pi / 3)).astype(float)
+    return y, X
+
+
+def _reference_joint_sgd_frozen(y, X, model, opts):
+    """NumPy reference of -s 31 -f 0 (frozen anchors) with one-vs-rest -wi: problem c
+    weights the rows of class c by weight_c and every other row by 1."""
+    from lcoding.training import rng_state
+    p = parse_train_options(opts)
+    n, d = X.shape
+    idx, gam = model.coding.code(as_rows(X))
+    labels = model.label
+    Y = np.where(y[:, None] == labels[None, :], 1.0, -1.0)
+    wc = np.ones(labels.size)
+    for lab, w in zip(p.weight_label, p.weight):
+        wc[labels == lab] *= w
+    cost = np.where(Y > 0, wc[None, :], 1.0)
+    m = model.coding.n_anchors
+    W, b = np.zeros((labels.size, m, d)), np.zeros((labels.size, m))
+    lam, t, count = 1.0 / (p.C * n), 0.0, p.skip
+    rng = np.random.Generator(np.random.PCG64(int(rng_state(p.seed, 1, 0)[0])))
+    order = np.arange(n, dtype=np.int32)
+    for _ in range(p.epochs):
+        rng.shuffle(order)
+        for i in order:
+            t += 1
+            eta = 1.0 / (lam * (t + p.t0))
+            a, g, x = idx[i], gam[i], X[i]
+            for c in range(labels.size):
+                f = g @ (W[c, a] @ x + p.bias * b[c, a])
+                if Y[i, c] * f < 1:
+                    W[c, a] += eta * Y[i, c] * cost[i, c] * g[:, None] * x[None, :]
+                    b[c, a] += eta * Y[i, c] * cost[i, c] * g * p.bias
+            count -= 1
+            if count <= 0:
+                W *= 1 - p.skip / (t + p.t0)
+                count = p.skip
+    return np.concatenate([W, p.bias * 0 + b[:, :, None]], axis=2)   # (nr_class, m, d + 1)
+
+
+@pytest.mark.parametrize("weights", ["", "-w1 4", "-w0 0.5 -w2 3"])
+def test_multiclass_class_weights_match_numpy_reference(weights):
+    """-wi works with -s 31 on > 2 classes (LIBLINEAR's one-vs-rest weighting)."""
+    y, X = _three_class()
+    opts = f"-s 31 -L 2 -k 3 -u 1 -A 6 -f 0 -B 1 -E 2 -c 1 -T 100 -P 4 {weights}"
+    model = train(y, X, opts)
+    ref = _reference_joint_sgd_frozen(y, X, model, opts)
+    got = model.w.reshape(model.coding.n_anchors, 3, model.nr_class)   # (m, d + 1, class)
+    np.testing.assert_allclose(np.moveaxis(got, 2, 0), ref, rtol=1e-9, atol=1e-11)
+
+
+def test_multiclass_class_weight_shifts_predictions():
+    y, X = _three_class(600, seed=1)
+    base = "-s 31 -L 3 -A 10 -u 1 -B 1 -E 3 -c 1 -T 1000 -f 10"
+    plain, heavy = train(y, X, base), train(y, X, base + " -w2 20")
+    count = lambda mod: np.sum(mod.labels_from_values(values(mod, X)) == 2)  # noqa: E731
+    assert count(heavy) > count(plain)
+
+
+def test_large_anchor_rate_stays_stable(shared_data):
+    """The anchor step is capped (each step moves v_j at most half-way to x or that
+    far away): the reference code's rate (1e4 / (t + 1e5)) and far larger ones
+    train without collapsing to a one-class model."""
+    y, X, ty, tX = banana(shared_data, 800, 400)
+    for rate, floor in ((1e4, 0.83), (1e7, 0.6)):     # uncapped: 1e4 collapsed to ~55 %
+        model = train(y, X, f"-s 31 -L 3 -A 30 -u 5 -B 1 -E 3 -c 10 -T 100000 -f {rate}")
+        assert np.isfinite(model.coding.anchors).all()
+        acc = np.mean(model.labels_from_values(values(model, tX)) == ty)
+        assert acc > floor
+
+
 @pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1", "-L 3 -u 2"])
 def test_save_load_identical(shared_data, tmp_path, coding):
     y, X, ty, tX = banana(shared_data, 600, 200)

@@ -1,0 +1,23 @@
+"""Helpers shared by the benchmark scripts (run as ``python benchmarks/bench_*.py``,
+so this directory is on ``sys.path``)."""
+from __future__ import annotations
+
+import os
+import time
+
+
+def load_avg() -> float:
+    """The 1-minute load average, recorded next to every timing."""
+    return round(os.getloadavg()[0], 2)
+
+
+class Clock:
+    """Wall and process-CPU seconds of a block."""
+
+    def __enter__(self):
+        self.w, self.c = time.perf_counter(), time.process_time()
+        return self
+
+    def __exit__(self, *exc):
+        self.wall = time.perf_counter() - self.w
+        self.cpu = time.process_time() - self.c
