@@ -17,8 +17,10 @@
 
 #define LCODING_LOCAL_DOT_MAX_W 64
 
+/* target_clones needs GCC >= 8 and the loader's ifunc support (glibc on x86-64 Linux);
+ * elsewhere the baseline build is used */
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) \
-    && (__GNUC__ >= 8)
+    && defined(__GLIBC__) && (__GNUC__ >= 8)
 #define LCODING_MULTIVERSION __attribute__((target_clones("avx2", "default")))
 #else
 #define LCODING_MULTIVERSION
