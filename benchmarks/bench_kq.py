@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 
 from lcoding import datasets
-from lcoding.kq_metrics import KQPreprocess, blas_threads, class_scores, select_kq_params, \
+from lcoding.kq_metrics import KQPreprocess, blas_threads, kq_kernel_map, class_scores, select_kq_params, \
     train_kq_model
 from lcoding.options import parse_train_options
 from lcoding.solvers import Messages
@@ -106,8 +106,8 @@ def per_pass_run(y, X, ty, tX, opts, log, passes_from=20):
     params = parse_train_options(opts + " -q")
     labels, _ = group_classes(y)
     with blas_threads(1):
-        TX = KQPreprocess.fit(X, params.kq_pca, bool(params.kq_sphere),
-                              params.kq_offset).transform(tX)
+        TX = KQPreprocess.fit(X, params.kq_pca, bool(params.kq_sphere), params.kq_offset,
+                              kq_kernel_map(params)).transform(tX)
     preds, secs = {}, []
 
     def on_pass(r, p, W, seconds):
@@ -291,11 +291,12 @@ def part_llsvm(name, data, log):
     return dict(err=e, opts=best[1], train_s=tt, predict_us=pus)
 
 
-def part_kq_offset(seed):
-    """The MNIST setting plus the constant coordinate -z Z_MNIST, one -W 5 model."""
+def part_kq_offset(seed, extra=""):
+    """The MNIST setting plus the constant coordinate -z Z_MNIST (and ``extra``
+    options, e.g. the Hellinger map -K 3), one -W 5 model."""
     def part(name, data, log):
         y, X, ty, tX = data
-        opts = f"{MNIST_OPTS} -z {Z_MNIST:g} -S {seed}"
+        opts = f"{MNIST_OPTS}{extra} -z {Z_MNIST:g} -S {seed}"
         model, preds, secs, tt = per_pass_run(y, X, ty, tX, opts + " -W 5", log)
         res = summarise_passes(preds, ty, model.label)
         res.update(opts=opts, train_s_5=tt, pass_s=float(np.mean(secs)))
@@ -308,6 +309,8 @@ def part_kq_offset(seed):
 
 PARTS = {"ablation": part_ablation, "kq": part_kq, "kq_seed2": part_kq_seed2,
          "kq_z1": part_kq_offset(1), "kq_z2": part_kq_offset(2), "kq_z3": part_kq_offset(3),
+         "kq_h1": part_kq_offset(1, " -K 3"), "kq_h2": part_kq_offset(2, " -K 3"),
+         "kq_h3": part_kq_offset(3, " -K 3"),
          "flats": part_flats,
          "liblinear": part_liblinear, "libsvm": part_libsvm, "llsvm": part_llsvm}
 
@@ -327,6 +330,21 @@ def _flats_cell(row, show_pca):
         return (f"pca={row['pca']} " if show_pca else "") + \
             f"k={row['k']} q={row['q']} -y {row['affine']}: {row['error']:.2f}"
     return (f"pca={row[0]} " if len(row) == 4 else "") + f"k={row[-3]} q={row[-2]}: {row[-1]:.2f}"
+
+
+def _offset_rows(lines, zs, label):
+    """Rows of the -W 5 models of one variant (one per seed) and their mean."""
+    for zr in zs:
+        lines.append(f"| {label}: single (5 restarts x passes 20-40) / (m) passes 20-40 / "
+                     f"(m) pass 40 | {zr['single_mean']:.2f} / {zr['vote_mean']:.2f} / "
+                     f"{zr['final_vote_err']:.2f} | {zr['train_s_5']:.1f} | "
+                     f"{zr['predict_us_vote']:.1f} | `{zr['opts']} -W 5` |")
+        lines.append(f"| {label}, single, pass 40 of each restart | "
+                     f"{', '.join(f'{e:.2f}' for e in zr['single_pass40'])} | | | |")
+    if len(zs) > 1:
+        lines.append(f"| {label}, all {5 * len(zs)} runs: single / (m) (mean of the {len(zs)} "
+                     f"votes) passes 20-40 | {np.mean([z['single_mean'] for z in zs]):.3f} / "
+                     f"{np.mean([z['vote_mean'] for z in zs]):.3f} | | | |")
 
 
 def write_markdown(results, path):
@@ -362,22 +380,10 @@ def write_markdown(results, path):
             lines.append(f"| k q-metrics, all 10 runs: single / (m) (mean of the two votes), "
                          f"passes 20-40 | {(kq['single_mean'] + kq2['single_mean']) / 2:.3f} / "
                          f"{(kq['vote_mean'] + kq2['vote_mean']) / 2:.3f} | | | |")
-        zs = [r[key] for key in ("kq_z1", "kq_z2", "kq_z3") if r.get(key)]
-        for zr in zs:
-            if zr:
-                lines.append(f"| k q-metrics + constant coordinate: single (5 restarts x passes "
-                             f"20-40) / (m) passes 20-40 / (m) pass 40 | {zr['single_mean']:.2f} / "
-                             f"{zr['vote_mean']:.2f} / {zr['final_vote_err']:.2f} | "
-                             f"{zr['train_s_5']:.1f} | {zr['predict_us_vote']:.1f} | "
-                             f"`{zr['opts']} -W 5` |")
-                lines.append(f"| k q-metrics + constant coordinate, single, pass 40 of each "
-                             f"restart | {', '.join(f'{e:.2f}' for e in zr['single_pass40'])} "
-                             f"| | | |")
-        if len(zs) > 1:
-            lines.append(f"| k q-metrics + constant coordinate, all {5 * len(zs)} runs: single / "
-                         f"(m) (mean of the {len(zs)} votes) passes 20-40 | "
-                         f"{np.mean([z['single_mean'] for z in zs]):.3f} / "
-                         f"{np.mean([z['vote_mean'] for z in zs]):.3f} | | | |")
+        _offset_rows(lines, [r[key] for key in ("kq_z1", "kq_z2", "kq_z3") if r.get(key)],
+                     "k q-metrics + constant coordinate")
+        _offset_rows(lines, [r[key] for key in ("kq_h1", "kq_h2", "kq_h3") if r.get(key)],
+                     "k q-metrics + Hellinger map (`-K 3`) + constant coordinate")
         if r.get("flats"):
             f = r["flats"]
             cpu = f" (cpu {f['train_cpu_s']:.1f})" if "train_cpu_s" in f else ""
@@ -460,7 +466,8 @@ def main(argv=None):
         log(f"== {name}")
         data = load(name)
         for part in args.parts.split(","):
-            if part in ("ablation", "kq_seed2", "kq_z1", "kq_z2", "kq_z3") and name != "mnist":
+            if part in ("ablation", "kq_seed2", "kq_z1", "kq_z2", "kq_z3", "kq_h1", "kq_h2",
+                        "kq_h3") and name != "mnist":
                 continue        # MNIST-only parts (the paper's setting)
             t, c = time.perf_counter(), time.process_time()
             try:

@@ -42,6 +42,7 @@ import scipy.sparse as sp
 
 from lcoding import _kq
 from lcoding._validation import Rows
+from lcoding.coding import KERNEL_MAP_BY_NAME, KernelMap
 from lcoding.model import Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.solvers import Messages
@@ -94,8 +95,14 @@ def _rng(seed, *purpose) -> np.random.Generator:
 
 
 # ------------------------------------------------------------------ preprocessing
+def kq_kernel_map(params: TrainParams) -> KernelMap | None:
+    """The additive kernel map ``-K`` (``-O``) applied before everything else, or None."""
+    return KernelMap(params.kernel_map, params.kernel_map_order) if params.kernel_map else None
+
+
 class KQPreprocess:
-    """PCA (centred, ``components`` rows are the principal directions), then the
+    """Optional additive kernel map (``-K``, e.g. Hellinger ``sign(x) sqrt|x|``), then
+    PCA (centred, ``components`` rows are the principal directions), then the
     optional projection onto the unit sphere, then an optional constant coordinate
     ``offset`` = b appended to every row (``-z``; 0: none) and, with the sphere, the
     row scaled back to norm 1: ``(x / ||x||, b) / sqrt(1 + b^2)``.  Rows of zero norm
@@ -106,8 +113,12 @@ class KQPreprocess:
     a q-dimensional affine set lies in a (q + 1)-dimensional subspace)."""
 
     def __init__(self, nr_feature: int, mean=None, components=None, sphere: bool = True,
-                 offset: float = 0.0):
+                 offset: float = 0.0, kernel_map: KernelMap | None = None):
         self.nr_feature = int(nr_feature)
+        self.kernel_map = kernel_map
+        # features after the kernel map: what the PCA sees
+        self.in_dim = self.nr_feature if kernel_map is None else \
+            kernel_map.output_features(self.nr_feature)
         self.sphere = bool(sphere)
         self.offset = float(offset)
         if not (math.isfinite(self.offset) and self.offset >= 0):
@@ -117,11 +128,11 @@ class KQPreprocess:
         if components is not None:
             components = np.ascontiguousarray(components, dtype=np.float64)
             mean = np.ascontiguousarray(mean, dtype=np.float64).reshape(-1)
-            if components.ndim != 2 or components.shape[1] != self.nr_feature:
+            if components.ndim != 2 or components.shape[1] != self.in_dim:
                 raise ValueError(f"pca_components has shape {components.shape}, expected "
-                                 f"(p, {self.nr_feature})")
-            if mean.shape[0] != self.nr_feature:
-                raise ValueError(f"pca_mean has {mean.shape[0]} values, expected {self.nr_feature}")
+                                 f"(p, {self.in_dim})")
+            if mean.shape[0] != self.in_dim:
+                raise ValueError(f"pca_mean has {mean.shape[0]} values, expected {self.in_dim}")
         self.mean = mean
         self.components = components
 
@@ -131,27 +142,33 @@ class KQPreprocess:
 
     @property
     def out_dim(self) -> int:
-        return (self.pca_dim or self.nr_feature) + (1 if self.offset else 0)
+        return (self.pca_dim or self.in_dim) + (1 if self.offset else 0)
 
     @classmethod
-    def fit(cls, rows: Rows, pca_dim: int, sphere: bool, offset: float = 0.0) -> "KQPreprocess":
+    def fit(cls, rows: Rows, pca_dim: int, sphere: bool, offset: float = 0.0,
+            kernel_map: KernelMap | None = None) -> "KQPreprocess":
         nr_feature = rows.n_features
         if pca_dim == 0:
-            return cls(nr_feature, sphere=sphere, offset=offset)
+            return cls(nr_feature, sphere=sphere, offset=offset, kernel_map=kernel_map)
+        if kernel_map is not None:
+            rows = kernel_map(rows)
+        in_dim = rows.n_features
         X = rows.to_csr()
         n = X.shape[0]
         mean = np.asarray(X.mean(axis=0)).reshape(-1)
         gram = (X.T @ X).toarray() if sp.issparse(X) else X.T @ X
         cov = gram / n - np.outer(mean, mean)
-        vals, vecs = scipy.linalg.eigh(cov, subset_by_index=(nr_feature - pca_dim, nr_feature - 1))
+        vals, vecs = scipy.linalg.eigh(cov, subset_by_index=(in_dim - pca_dim, in_dim - 1))
         comps = vecs[:, ::-1].T.copy()
-        return cls(nr_feature, mean, _fix_signs(comps), sphere, offset)
+        return cls(nr_feature, mean, _fix_signs(comps), sphere, offset, kernel_map)
 
     def transform(self, rows: Rows) -> np.ndarray:
         """Dense (n, out_dim) rows the metrics see."""
         rows = rows.truncated(self.nr_feature)
+        if self.kernel_map is not None:
+            rows = self.kernel_map(rows)
         X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
-                          shape=(rows.n_rows, self.nr_feature))
+                          shape=(rows.n_rows, self.in_dim))
         if self.components is None:
             out = X.toarray()
         else:
@@ -396,7 +413,24 @@ class KQModel(Model):
             ("unit_sphere", "1" if self.preprocess.sphere else "0"),
             ("nr_dim", str(self.dim)),
         ] + ([("offset_coord", "%.17g" % self.preprocess.offset)] if self.preprocess.offset
-             else []) + ([("affine", "1")] if self.affine else [])
+             else []) + ([("affine", "1")] if self.affine else []) + self._kernel_map_header()
+
+    def _kernel_map_header(self):
+        km = self.preprocess.kernel_map
+        if km is None:
+            return []
+        return [("kernel_map", km.name), ("kernel_map_order", str(km.order)),
+                ("kernel_map_period", "%.17g" % km.period)]
+
+    @staticmethod
+    def _kernel_map_from_header(header) -> KernelMap | None:
+        name = header.get("kernel_map", "none")
+        if name == "none":
+            return None
+        if name not in KERNEL_MAP_BY_NAME:
+            raise ValueError(f"unknown kernel_map {name!r}")
+        return KernelMap(KERNEL_MAP_BY_NAME[name], int(header.get("kernel_map_order", "1")),
+                         float(header.get("kernel_map_period", "0")) or None)
 
     def file_blocks(self):
         blocks = []
@@ -413,6 +447,9 @@ class KQModel(Model):
         k, q = int(header["nr_cluster"]), int(header["metric_dim"])
         r, p = int(header["nr_restart"]), int(header["pca_dim"])
         dim, nr_feature = int(header["nr_dim"]), int(base["nr_feature"])
+        km = cls._kernel_map_from_header(header)
+        if km is not None:
+            nr_feature = km.output_features(nr_feature)    # what the PCA and metrics see
         if k < 1 or q < 1 or r < 1 or p < 0:
             raise ValueError(f"nr_cluster {k}, metric_dim {q}, nr_restart {r}, pca_dim {p} "
                              f"out of range")
@@ -446,7 +483,8 @@ class KQModel(Model):
                            blocks["pca_mean"] if p else None,
                            blocks["pca_components"] if p else None,
                            header["unit_sphere"] == "1",
-                           float(header.get("offset_coord", "0")))
+                           float(header.get("offset_coord", "0")),
+                           cls._kernel_map_from_header(header))
         k, q, r = int(header["nr_cluster"]), int(header["metric_dim"]), int(header["nr_restart"])
         metrics = blocks["w"].reshape(r, -1, int(header["nr_dim"]))
         centres = blocks["centres"].reshape(r, -1, int(header["nr_dim"])) \
@@ -484,6 +522,10 @@ _register_model_types()
 
 # ------------------------------------------------------------------ training
 def check_kq_params(params: TrainParams, n_features: int) -> None:
+    """Options of -s 40, 41 for rows of ``n_features`` features (before ``-K``)."""
+    km = kq_kernel_map(params)     # validates -K, -O
+    if km is not None:
+        n_features = km.output_features(n_features)
     """Consistency of the k q-metrics options (messages name the option)."""
     if params.n_neighbors < 1:
         raise ValueError(f"-k {params.n_neighbors}: clusters per class must be >= 1")
@@ -640,7 +682,8 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
     nr_class = labels.size
     k, q = params.n_neighbors, params.kq_dim
     t = time.perf_counter()
-    pre = KQPreprocess.fit(rows, params.kq_pca, bool(params.kq_sphere), params.kq_offset)
+    pre = KQPreprocess.fit(rows, params.kq_pca, bool(params.kq_sphere), params.kq_offset,
+                           kq_kernel_map(params))
     X = pre.transform(rows)
     info(f"preprocessing: pca {pre.pca_dim}, constant coordinate {pre.offset:g}, "
          f"unit sphere {int(pre.sphere)} "
@@ -714,7 +757,9 @@ def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
     if not 0 < n_train < n:
         raise ValueError(f"{n} rows cannot be split into training and validation parts")
     train_rows, val_rows = rows.take(np.arange(n_train)), rows.take(np.arange(n_train, n))
-    dim = (params.kq_pca or rows.n_features) + (1 if params.kq_offset else 0)
+    km = kq_kernel_map(params)
+    n_features = rows.n_features if km is None else km.output_features(rows.n_features)
+    dim = (params.kq_pca or n_features) + (1 if params.kq_offset else 0)
     mus = ((params.kq_mu1, params.kq_mu2),) if flats else grid.get(
         "mu", ((params.kq_mu1, params.kq_mu2),))
     affines = grid.get("affine", (params.kq_affine,)) if flats else (0,)

@@ -127,7 +127,7 @@ class TrainParams:
     skip: int = 16                 # -P  SGD regularisation period
     kmeans_iter: int = 20          # -I  k-means iterations (mini-batch steps with -M)
     kmeans_batch: int = 0          # -M  mini-batch size for k-means (0: full Lloyd)
-    kernel_map: int = 0            # -K  additive kernel map before the local model
+    kernel_map: int = 0            # -K  additive kernel map before the local model / k q-metrics
     kernel_map_order: int = 1      # -O  terms of the homogeneous kernel map
     # k q-metrics (issue 7, lcoding/kq_metrics.py); -k = clusters per class, -E = passes
     kq_dim: int = 20               # -Q  rows q of every metric F_ij
@@ -252,8 +252,9 @@ TRAIN_OPTIONS = (
     Option("-M", "kmeans_batch", int, "0", "mini-batch k-means with this batch size (0: Lloyd)",
            origin="lcoding", metavar="size"),
     Option("-K", "kernel_map", int, "0",
-           "additive kernel map before the local model (locally additive SVM): 0 none, "
-           "1 intersection, 2 chi-squared, 3 Hellinger", origin="lcoding", metavar="kernel"),
+           "additive kernel map before the local model (locally additive SVM) or before the "
+           "PCA of -s 40, 41: 0 none, 1 intersection, 2 chi-squared, 3 Hellinger",
+           origin="lcoding", metavar="kernel"),
     Option("-O", "kernel_map_order", int, "1",
            "order n of the homogeneous kernel map (2n+1 features per input feature)",
            origin="lcoding", metavar="n"),

@@ -328,7 +328,9 @@ def test_binary_problem_and_labels():
 # ------------------------------------------------------------------ files and options
 @pytest.mark.parametrize("opts", ["-s 40 -k 2 -Q 2 -E 3 -l 5 -W 2", "-s 41 -k 2 -Q 3 -Z 0",
                                   "-s 41 -k 2 -Q 2 -y 1 -l 5 -W 2",
-                                  "-s 40 -k 2 -Q 2 -E 3 -z 0.3"])
+                                  "-s 40 -k 2 -Q 2 -E 3 -z 0.3",
+                                  "-s 40 -k 2 -Q 2 -E 3 -l 5 -K 3",
+                                  "-s 41 -k 2 -Q 2 -K 2 -O 1 -y 1"])
 def test_save_load_identical(tmp_path, opts):
     rng = np.random.default_rng(6)
     X, y, _ = subspace_data(rng, 3, 2, 2, 8, 30)
@@ -353,6 +355,25 @@ def test_save_load_identical(tmp_path, opts):
     text = path.read_text()
     assert text.startswith("solver_type KQ_")
     assert "\nlcoding_format 1\ncoding KQ_" in text and "\nw\n" in text
+
+
+@pytest.mark.parametrize("solver", ["-s 40 -E 4", "-s 41 -y 1"])
+def test_hellinger_map_equals_training_on_square_roots(solver):
+    # -K 3 is sign(x) sqrt|x| applied before the PCA: the same model as training on
+    # the mapped rows without -K, and the map is applied again at prediction
+    rng = np.random.default_rng(8)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 8, 30)
+    X = X * 2.0 + rng.normal(scale=0.1, size=X.shape)
+    mapped = np.sign(X) * np.sqrt(np.abs(X))
+    opts = f"{solver} -k 2 -Q 2 -l 6"
+    with_map = train(y, X, opts + " -K 3")
+    on_roots = train(y, mapped, opts)
+    np.testing.assert_array_equal(with_map.metrics, on_roots.metrics)
+    np.testing.assert_allclose(with_map.decision_values(as_rows(X)),
+                               on_roots.decision_values(as_rows(mapped)), rtol=1e-12, atol=1e-12)
+    assert "\nkernel_map hellinger\n" in model_to_text(with_map)
+    with pytest.raises(ValueError, match="-K 5"):
+        train(y, X, opts + " -K 5")
 
 
 def test_model_file_errors():
