@@ -103,7 +103,12 @@ def dual_cd_pass(
 
             if fabs(PG) > 1.0e-12:
                 alpha_old = alpha[i]
-                alpha[i] = alpha[i] - G / QD[i]
+                if QD[i] > 0.0:
+                    alpha[i] = alpha[i] - G / QD[i]
+                else:
+                    # an empty row under the L1 loss (no bias): the step is G / 0, i.e.
+                    # the bound in the descent direction (LIBLINEAR's -inf, then clipped)
+                    alpha[i] = U if G < 0.0 else 0.0
                 if alpha[i] < 0.0:
                     alpha[i] = 0.0
                 elif alpha[i] > U:
