@@ -85,11 +85,14 @@ def one_vs_rest_jobs(class_index, nr_class, weighted_C, C, n_rows):
 
 
 def require_trainable(solver_type: int) -> None:
+    """Defensive check behind the import-time one of ``_registry``: every solver of
+    the option table has a trainer, so this only fires if a solver table was
+    changed at run time (the tests do so)."""
     if solver_type not in TRAINABLE_SOLVERS:
         name = SolverType(solver_type).name
         raise NotImplementedError(
-            f"-s {solver_type} ({name}): training this solver is not available in this "
-            f"version of lcoding; models of this type load and predict")
+            f"-s {solver_type} ({name}): no trainer is registered for this solver "
+            f"(lcoding/_registry.py imports the solver modules)")
 
 
 def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
