@@ -2,8 +2,10 @@
 so this directory is on ``sys.path``)."""
 from __future__ import annotations
 
+import json
 import os
 import time
+from pathlib import Path
 
 
 def load_avg() -> float:
@@ -21,3 +23,14 @@ class Clock:
     def __exit__(self, *exc):
         self.wall = time.perf_counter() - self.w
         self.cpu = time.process_time() - self.c
+
+
+def read_records(path):
+    """Newest record per (dataset, method) of the JSON-lines file."""
+    latest = {}
+    if Path(path).exists():
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                latest[(rec["dataset"], rec["method"])] = rec
+    return latest

@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _bench_common import Clock, load_avg
+from _bench_common import Clock, load_avg, read_records
 
 from lcoding import datasets
 from lcoding._validation import as_rows
@@ -285,17 +285,6 @@ def run_rbf(name, y, X, ty, tX, log):
 
 
 # ------------------------------------------------------------------- report
-def read_records(path):
-    """Newest record per (dataset, method) of the JSON-lines file."""
-    latest = {}
-    if Path(path).exists():
-        for line in Path(path).read_text().splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                latest[(rec["dataset"], rec["method"])] = rec
-    return latest
-
-
 def _pm(rec, key, p):
     if rec.get(key) is None:
         return "–"

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _bench_common import Clock, load_avg
+from _bench_common import Clock, load_avg, read_records
 
 from lcoding import datasets
 from lcoding.options import parse_train_options
@@ -253,17 +253,6 @@ def run_curve(y, X, ty, tX, base, log):
         log(f"  curve A={a}: {r['err']:.2f}% ({r['train_s']:.1f} s)")
         curve.append(dict(anchors=a, **r))
     return dict(points=curve, opts=base)
-
-
-def read_records(path):
-    """Newest record per (dataset, method) of the JSON-lines file."""
-    latest = {}
-    if Path(path).exists():
-        for line in Path(path).read_text().splitlines():
-            if line.strip():
-                rec = json.loads(line)
-                latest[(rec["dataset"], rec["method"])] = rec
-    return latest
 
 
 def main(argv=None):

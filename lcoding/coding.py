@@ -94,7 +94,31 @@ def run_ranges(work, n: int, n_threads: int) -> None:
             list(pool.map(work, ranges))
 
 
-class LocalCoding:
+class AnchorSet:
+    """Anchors (n_anchors, dim) with the layouts the distance kernels read: the
+    transposed copy for the BLAS blocks and the squared norms.  Shared by the
+    k-nearest-anchor codings and the k* coding (:mod:`lcoding.kstar`)."""
+
+    def __init__(self, anchors: np.ndarray):
+        anchors = np.ascontiguousarray(anchors, dtype=np.float64)
+        if anchors.ndim != 2 or anchors.shape[0] < 1:
+            raise ValueError(f"anchors must be a non-empty 2-D array, got shape {anchors.shape}")
+        if not np.isfinite(anchors).all():
+            raise ValueError("anchors contain non-finite values")
+        self.anchors = anchors
+        self.anchors_t = np.ascontiguousarray(anchors.T)
+        self.anchor_sq = np.einsum("ij,ij->i", anchors, anchors)
+
+    @property
+    def n_anchors(self) -> int:
+        return self.anchors.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.anchors.shape[1]
+
+
+class LocalCoding(AnchorSet):
     """k-nearest-anchor coding (``-L 1``, ``2`` or ``6``) over fixed anchors.
 
     Parameters
@@ -113,22 +137,16 @@ class LocalCoding:
         if kind not in CODING_NAMES:
             raise ValueError(f"coding {kind} is not a k-nearest-anchor coding "
                              f"(valid: {sorted(CODING_NAMES)})")
-        anchors = np.ascontiguousarray(anchors, dtype=np.float64)
-        if anchors.ndim != 2 or anchors.shape[0] < 1:
-            raise ValueError(f"anchors must be a non-empty 2-D array, got shape {anchors.shape}")
-        if not np.isfinite(anchors).all():
-            raise ValueError("anchors contain non-finite values")
+        super().__init__(anchors)
+        anchors = self.anchors
         if not 1 <= k <= anchors.shape[0]:
             raise ValueError(f"-k {k}: the number of nearest anchors must be in "
                              f"[1, {anchors.shape[0]}] (the number of anchors)")
         if not math.isfinite(param) or (kind != int(_knn.CodingKind.CODING_INVERSE) and param < 0):
             raise ValueError(f"-u {param}: the coding parameter must be finite and >= 0")
         self.kind = int(kind)
-        self.anchors = anchors
         self.k = int(k)
         self.param = float(param)
-        self.anchors_t = np.ascontiguousarray(anchors.T)
-        self.anchor_sq = np.einsum("ij,ij->i", anchors, anchors)
         if self.kind == int(_knn.CodingKind.CODING_LLC):
             gram = anchors @ anchors.T
             vv = self.anchor_sq[:, None] - 2.0 * gram + self.anchor_sq[None, :]
@@ -141,14 +159,6 @@ class LocalCoding:
     @property
     def name(self) -> str:
         return CODING_NAMES[self.kind]
-
-    @property
-    def n_anchors(self) -> int:
-        return self.anchors.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.anchors.shape[1]
 
     @property
     def kernel_param(self) -> float:

@@ -16,44 +16,30 @@ import numpy as np
 
 from lcoding import _kstar
 from lcoding._validation import Rows
-from lcoding.coding import CODE_BLOCK, is_dense, row_slice, run_ranges, single_threaded_blas
+from lcoding.coding import (CODE_BLOCK, AnchorSet, is_dense, row_slice, run_ranges,
+                            single_threaded_blas)
 
 KSTAR_CODING = 3
 KSTAR_NAME = "KSTAR"
 
 
-class KStarCoding:
+class KStarCoding(AnchorSet):
     """k* coding over fixed anchors; ``param`` = mu (> 0 finite, or 0: uniform)."""
 
     kind = KSTAR_CODING
     name = KSTAR_NAME
 
     def __init__(self, anchors: np.ndarray, param: float):
-        anchors = np.ascontiguousarray(anchors, dtype=np.float64)
-        if anchors.ndim != 2 or anchors.shape[0] < 1:
-            raise ValueError(f"anchors must be a non-empty 2-D array, got shape {anchors.shape}")
-        if not np.isfinite(anchors).all():
-            raise ValueError("anchors contain non-finite values")
+        super().__init__(anchors)
         if not math.isfinite(param) or param < 0:
             raise ValueError(f"-u {param}: mu of the k* coding must be finite and >= 0")
-        self.anchors = anchors
         self.param = float(param)
-        self.anchors_t = np.ascontiguousarray(anchors.T)
-        self.anchor_sq = np.einsum("ij,ij->i", anchors, anchors)
         self.last_kstar = np.zeros(0, dtype=np.int32)
 
     @property
     def k(self) -> int:
         """Upper bound of k* (written to model files as nr_neighbor)."""
         return self.anchors.shape[0]
-
-    @property
-    def n_anchors(self) -> int:
-        return self.anchors.shape[0]
-
-    @property
-    def dim(self) -> int:
-        return self.anchors.shape[1]
 
     def code_full(self, rows: Rows, n_threads: int = 1, dense: bool | None = None):
         """``(anchor_idx, coding_weight, kstar, lam)`` with width n_anchors."""
