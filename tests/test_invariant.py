@@ -231,6 +231,26 @@ def test_save_load_identical(tmp_path, options):
     np.testing.assert_array_equal(labels, model.labels_from_values(model.decision_values(rows)))
 
 
+@pytest.mark.parametrize("options", ["-s 1 -t 2 -g 2 -B 1 -X 40 -q",
+                                     "-s 30 -t 2 -g 2 -B 1 -X 40 -q",
+                                     "-s 3 -t 1 -d 2 -g 1 -r 1 -H 1 -Y 0.5 -J 1 -N 2 -q"])
+def test_drop_in_train_with_kernel_options(options):
+    """``liblinearutil.train`` with ``-t`` / ``-H``: the option string and a ``parameter``
+    object give the model ``train_model`` gives (the kernel path rebuilds the linear
+    solver's options from a ``parameter``, a TrainParams subclass)."""
+    rng = np.random.default_rng(12)
+    X, y = circle_problem(rng, 120)
+    rows = rows_from_dense(X)
+    direct = train_model(y, rows, parse_train_options(options))
+    for model in (liblinearutil.train(y, X, options),
+                  liblinearutil.train(liblinearutil.problem(y, X), liblinearutil.parameter(options))):
+        np.testing.assert_array_equal(model._core.decision_values(rows),
+                                      direct.decision_values(rows))
+    labels, acc, _ = liblinearutil.predict(y, X, liblinearutil.train(y, X, options), "-q")
+    if "-t 2" in options:
+        assert acc[0] > 90
+
+
 def test_model_file_is_read_strictly():
     rng = np.random.default_rng(8)
     X, y = circle_problem(rng, 20)
