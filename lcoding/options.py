@@ -489,9 +489,12 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
     for label, weight in zip(params.weight_label, params.weight):
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"Error: weight of class {label} must be finite and >= 0 (option -w{label})")
-    if params.flag_find_parameters and (params.kernel_type >= 0 or params.invariance):
+    if params.flag_find_parameters and (params.kernel_type >= 0 or params.invariance
+                                        or params.tangents or params.coding
+                                        or params.kernel_map):
         raise ValueError("-C: the parameter search runs linear solvers only; it cannot be "
-                         "combined with a kernel (-t) or an invariance method (-H)")
+                         "combined with a kernel (-t), an invariance method (-H, -J), a local "
+                         "coding (-L) or a kernel map (-K)")
 
 
 def _usage(prog_line: str, options, extra: str = "") -> str:

@@ -110,9 +110,15 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     if solver_type in (SolverType.KQ_METRICS, SolverType.KQ_FLATS):
         from lcoding.kq_metrics import train_kq_model
         return train_kq_model(y, rows, params, info, seed_path=seed_path)
-    if getattr(params, "coding", 0) != 0 or solver_type == SolverType.L2R_L1LOSS_SVC_SGD:
+    if getattr(params, "coding", 0) != 0 or solver_type in (SolverType.L2R_L1LOSS_SVC_SGD,
+                                                             SolverType.LLC_JOINT_SGD):
+        # -s 31 -L 0 goes there too, to get the "-s 31 needs -L 2 or -L 3" error
         from lcoding.local_model import train_local_model
         return train_local_model(y, rows, params, info, seed_path=seed_path)
+    if getattr(params, "kernel_map", 0) != 0:
+        # the linear solvers never apply -K: refuse it instead of ignoring it
+        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1, 2 or 6) or "
+                         f"-s 40, 41; -s {solver_type} without -L does not use it")
     require_trainable(solver_type)
     info = info if info is not None else Messages(params.quiet)
     bias = float(params.bias)
