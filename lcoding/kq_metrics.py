@@ -647,7 +647,8 @@ def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
         if not np.isfinite(W).all():
             raise FloatingPointError(
                 f"k q-metrics diverged in pass {p + 1} (non-finite metric entries); lower the "
-                f"time step -D {params.kq_dt:g} or use -G 0")
+                f"time step -D {params.kq_dt:g}"
+                + ("" if params.kq_update == 0 else f" or use -G 0 instead of -G {params.kq_update}"))
         if on_pass is not None:
             on_pass(restart, p + 1, W, seconds)
     return W
