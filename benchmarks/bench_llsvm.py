@@ -70,6 +70,8 @@ LLSVM_GRIDS = {
 # the paper's configuration, reported as is (100 k-means anchors, 8-NN inverse distance, SGD)
 PAPER_OPTS = "-s 30 -L 1 -A 100 -k 8 -B 1 -m 2"
 PAPER_C = [1, 10, 100]
+# SGD offset t0 (the paper does not give it): the first step is 1/(lambda t0) = C l / t0
+PAPER_T0 = [0, 100, 10000, 100000]     # 0: automatic (the default)
 LINEAR_C = [0.1, 1, 10]
 RBF_GRID = {"usps": ([1, 10], [0.005, 0.02]), "letter": ([10, 100], [0.005, 0.02, 0.05]),
             "mnist": ([10], [0.02, 0.05])}
@@ -300,8 +302,8 @@ def main(argv=None):
             res["val_err"] = best[0]
             record(name, "llsvm", res)
         if "paper" in methods:
-            best = tune_lcoding(y, X, PAPER_OPTS,
-                                [f"-c {c}" for c in PAPER_C[:1 if args.quick else None]], log)
+            points = [f"-c {c} -T {t0}" for c in PAPER_C for t0 in PAPER_T0]
+            best = tune_lcoding(y, X, PAPER_OPTS, points[:1] if args.quick else points, log)
             res = final_lcoding(y, X, ty, tX, f"{PAPER_OPTS} {best[1]}", seeds)
             res["val_err"] = best[0]
             record(name, "paper", res)

@@ -32,7 +32,7 @@ from lcoding.anchors import learn_anchors
 from lcoding.coding import LocalCoding, single_threaded_blas
 from lcoding.kstar import KSTAR_CODING, KStarCoding
 from lcoding.options import SolverType, TrainParams
-from lcoding.sgd import check_sgd_params
+from lcoding.sgd import CALIBRATION_STREAM, calibrate_t0, check_sgd_params
 from lcoding.solvers import Messages
 
 JOINT_SOLVER = int(SolverType.LLC_JOINT_SGD)
@@ -63,6 +63,23 @@ def make_coder(kind: int, anchors: np.ndarray, k: int, param: float):
     if kind == KSTAR_CODING:
         return KStarCoding(anchors, param)
     return LocalCoding(kind, anchors, min(k, anchors.shape[0]), param)
+
+
+def _automatic_t0(rows: Rows, V: np.ndarray, k: int, params: TrainParams, Y: np.ndarray,
+                  cost: np.ndarray, lam: float, bias: float, solver_state: int) -> float:
+    """``-T 0``: the ``-s 30`` calibration (:func:`lcoding.sgd.calibrate_t0`) on the
+    coding by the initial anchors, per one-vs-rest problem; the joint epoch has one
+    schedule for all classes, so the median.  A binary problem draws the subsample
+    ``-s 30`` draws, so ``-s 31 -f 0 -T 0`` stays ``-s 30 -T 0``."""
+    if rows.n_rows == 0:
+        return 1.0
+    idx, wt = make_coder(params.coding, V, k, params.coding_param).code(rows)
+    values = [calibrate_t0(rows, idx, wt, np.ascontiguousarray(Y[:, c]),
+                           np.ascontiguousarray(cost[:, c]), lam, float(params.skip), bias,
+                           V.shape[0], np.random.Generator(np.random.PCG64(
+                               solver_state ^ CALIBRATION_STREAM)))
+              for c in range(Y.shape[1])]
+    return float(np.median(values))
 
 
 def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
@@ -108,8 +125,12 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     b = np.zeros((nr_w, m))
     state = np.array([1.0, 0.0, float(params.skip)])
     lam = 1.0 / (params.C * max(n, 1))
-    rng = np.random.Generator(np.random.PCG64(
-        int(rng_state(params.seed, _PURPOSE_SOLVER, *seed_path, 0)[0])))
+    solver_state = int(rng_state(params.seed, _PURPOSE_SOLVER, *seed_path, 0)[0])
+    rng = np.random.Generator(np.random.PCG64(solver_state))
+    t0 = float(params.t0)
+    if t0 == 0.0:
+        t0 = _automatic_t0(rows, V, k, params, Y, cost, lam, bias, solver_state)
+        info(f"-T 0: t0 = {t0:.6g} (first step {1.0 / (lam * t0):.3g})\n")
     order = np.arange(n, dtype=np.int32)
     curve = {"hinge": [], "mean_kstar": []}
     data, indices, indptr = rows.data, rows.indices, rows.indptr
@@ -131,7 +152,7 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         loss, n_viol, kst = _joint_sgd.joint_epoch(
             data, indices, indptr, Y, cost, order, V, v_sq, W, b, state,
             int(params.coding), float(params.coding_param), k, int(params.anchor_grad),
-            lam, float(params.t0), float(params.skip), bias, float(params.anchor_lr))
+            lam, t0, float(params.skip), bias, float(params.anchor_lr))
         if not (np.isfinite(loss) and np.isfinite(V).all()):
             raise FloatingPointError(f"-s 31 diverged in epoch {epoch + 1}; try a larger -T, "
                                      f"a smaller -f or a smaller -c")

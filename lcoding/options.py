@@ -123,7 +123,7 @@ class TrainParams:
     n_threads: int = 1             # -m
     # LL-SVM extras (issue 4)
     epochs: int = 10               # -E  SGD passes (-s 30)
-    t0: float = 100.0              # -T  SGD schedule offset
+    t0: float = 0.0                # -T  SGD schedule offset (0: automatic)
     skip: int = 16                 # -P  SGD regularisation period
     kmeans_iter: int = 20          # -I  k-means iterations (mini-batch steps with -M)
     kmeans_batch: int = 0          # -M  mini-batch size for k-means (0: full Lloyd)
@@ -237,8 +237,11 @@ TRAIN_OPTIONS = (
            origin="lcoding", metavar="threads"),
     Option("-E", "epochs", int, "10", "passes over the data for -s 30, 40", origin="lcoding",
            metavar="epochs"),
-    Option("-T", "t0", float, "100", "-s 30 learning rate 1/(lambda (t + t0)), lambda = 1/(C l)",
-           origin="lcoding", metavar="t0"),
+    Option("-T", "t0", float, "0",
+           "-s 30, 31 learning rate 1/(lambda (t + t0)), lambda = 1/(C l); 0: automatic, "
+           "t0 = 1/(lambda eta0) with the first step eta0 calibrated on a 1000-row "
+           "subsample (Bottou's SvmSgd: doubled or halved from 1 while one epoch's "
+           "objective falls)", origin="lcoding", metavar="t0"),
     Option("-P", "skip", int, "16", "-s 30 applies the regularisation every skip steps",
            origin="lcoding", metavar="skip"),
     Option("-f", "anchor_lr", float, "100", "-s 31 anchor learning rate f / (t + t0) "

@@ -15,13 +15,69 @@ from lcoding.options import TrainParams
 from lcoding.solvers import BinaryProblem, Messages, SolveResult
 
 
+# automatic t0 (-T 0): Bottou's SvmSgd "determineEta0" on a subsample
+CALIBRATION_ROWS = 1000
+_ETA_FACTOR = 2.0
+_ETA_STEPS = 40          # at most 2^40 up or down from eta = 1
+CALIBRATION_STREAM = 0x5EED_CA1B   # xor'ed into the solver's stream: its own subsample
+
+
 def check_sgd_params(params: TrainParams) -> None:
     if params.epochs < 1:
         raise ValueError(f"-E {params.epochs}: the number of epochs must be >= 1")
-    if not params.t0 > 0:
-        raise ValueError(f"-T {params.t0}: t0 must be > 0")
+    if not (params.t0 >= 0 and np.isfinite(params.t0)):
+        raise ValueError(f"-T {params.t0}: t0 must be > 0, or 0 for the automatic choice")
     if params.skip < 1:
         raise ValueError(f"-P {params.skip}: skip must be >= 1")
+
+
+def calibrate_t0(rows, anchor_idx, coding_weight, y, cost, lam: float, skip: float,
+                 bias: float, n_anchors: int, rng: np.random.Generator) -> float:
+    """The schedule offset ``t0 = 1 / (lambda eta0)`` for ``-T 0``, so that the first
+    step is ``eta0``: Bottou's SvmSgd calibration.  One epoch on a random subsample of
+    at most ``CALIBRATION_ROWS`` rows from zero weights for ``eta = 1``, then ``eta``
+    is doubled (or halved) while the subsample's primal objective
+    ``lambda/2 ||W||^2 + mean cost_i hinge_i`` keeps falling; ``eta0`` is the last
+    improving value.  Deterministic given ``rng``; a diverged trial counts as +inf."""
+    n, d = rows.n_rows, rows.n_features
+    sub = np.sort(rng.permutation(n)[:min(n, CALIBRATION_ROWS)]).astype(np.int64)
+    part = rows.take(sub)
+    linear = anchor_idx.shape[0] == 0
+    idx = anchor_idx if linear else np.ascontiguousarray(anchor_idx[sub])
+    wt = coding_weight if linear else np.ascontiguousarray(coding_weight[sub])
+    y_sub, cost_sub = np.ascontiguousarray(y[sub]), np.ascontiguousarray(cost[sub])
+    order = np.arange(sub.size, dtype=np.int32)
+
+    def objective(eta: float) -> float:
+        W, b = np.zeros(n_anchors * d), np.zeros(n_anchors)
+        state = np.array([1.0, 0.0, skip])
+        with np.errstate(all="ignore"):
+            _sgd.sgd_epoch(part.data, part.indices, part.indptr, d, idx, wt, y_sub, cost_sub,
+                           order, W, b, state, lam, 1.0 / (lam * eta), skip, bias)
+            W *= state[0]
+            hinge = _sgd.hinge_loss_sum(part.data, part.indices, part.indptr, d, idx, wt,
+                                        y_sub, cost_sub, W, b, bias)
+            value = 0.5 * lam * float(W @ W) + hinge / sub.size
+        return value if np.isfinite(value) else np.inf
+
+    lo_eta, lo = 1.0, objective(1.0)
+    hi_eta, hi = _ETA_FACTOR, objective(_ETA_FACTOR)
+    if lo < hi:                     # smaller steps are better: halve while improving
+        for _ in range(_ETA_STEPS):
+            hi_eta, hi = lo_eta, lo
+            lo_eta = hi_eta / _ETA_FACTOR
+            lo = objective(lo_eta)
+            if not lo < hi:
+                lo_eta = hi_eta
+                break
+    elif hi < lo:                   # larger steps are better: double while improving
+        for _ in range(_ETA_STEPS):
+            lo_eta, lo = hi_eta, hi
+            hi_eta = lo_eta * _ETA_FACTOR
+            hi = objective(hi_eta)
+            if not hi < lo:
+                break
+    return 1.0 / (lam * lo_eta)
 
 
 def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) -> SolveResult:
@@ -40,13 +96,22 @@ def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) ->
     b = np.zeros(m)
     state = np.array([1.0, 0.0, float(params.skip)])
     rng = np.random.Generator(np.random.PCG64(int(prob.rng_state[0])))
+    t0 = float(params.t0)
+    if t0 == 0.0 and n > 0:
+        # its own stream, so -T 0 and -T t0 shuffle the epochs alike
+        t0 = calibrate_t0(rows, anchor_idx, coding_weight, y, cost, lam, float(params.skip),
+                          prob.bias, m, np.random.Generator(
+                              np.random.PCG64(int(prob.rng_state[0]) ^ 0x5EED_CA1B)))
+        info(f"-T 0: t0 = {t0:.6g} (first step {1.0 / (lam * t0):.3g})\n")
+    elif t0 == 0.0:
+        t0 = 1.0
     order = np.arange(n, dtype=np.int32)
     loss = 0.0
     for epoch in range(params.epochs):
         rng.shuffle(order)
         loss, n_viol = _sgd.sgd_epoch(rows.data, rows.indices, rows.indptr, d,
                                       anchor_idx, coding_weight, y, cost, order, W, b, state,
-                                      lam, float(params.t0), float(params.skip), prob.bias)
+                                      lam, t0, float(params.skip), prob.bias)
         if not np.isfinite(loss):
             raise FloatingPointError(f"-s 30 diverged in epoch {epoch + 1} (non-finite loss); "
                                      f"try a larger -T or a smaller -c")

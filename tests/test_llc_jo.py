@@ -145,9 +145,12 @@ def test_gaussian_gradient_matches_finite_differences(seed):
 
 # ----------------------------------------------------------------- training
 @pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1", "-L 3 -u 2"])
-def test_frozen_anchors_equal_llsvm_sgd(shared_data, coding):
+@pytest.mark.parametrize("t0", ["-T 1000", "-T 0"])
+def test_frozen_anchors_equal_llsvm_sgd(shared_data, coding, t0):
+    """-f 0 is -s 30 with the same coding; with -T 0 both calibrate t0 on the same
+    subsample of the same coding."""
     y, X, ty, tX = banana(shared_data, 800, 300)
-    base = f"{coding} -A 20 -B 1 -E 3 -c 10 -T 1000 -P 10"
+    base = f"{coding} -A 20 -B 1 -E 3 -c 10 {t0} -P 10"
     joint = train(y, X, f"-s 31 -f 0 {base}")
     sgd = train(y, X, f"-s 30 {base}")
     np.testing.assert_array_equal(joint.coding.anchors, sgd.coding.anchors)

@@ -76,11 +76,66 @@ def test_bad_local_options_are_named(rng):
     with pytest.raises(ValueError, match="-E"):
         train(y, X, "-s 30 -L 1 -A 4 -k 2 -E 0")
     with pytest.raises(ValueError, match="-T"):
-        train(y, X, "-s 30 -L 1 -A 4 -k 2 -T 0")
+        train(y, X, "-s 30 -L 1 -A 4 -k 2 -T -1")
     with pytest.raises(ValueError, match="-s 5"):
         train(y, X, "-s 5 -L 1 -A 4 -k 2")
     with pytest.raises(ValueError, match="-K"):
         train(y, X, "-s 30 -K 2")
+
+
+def test_automatic_t0_is_the_best_of_the_doubling_search(shared_data):
+    """-T 0 (Bottou's eta0 calibration): the chosen first step eta0 is a local minimum,
+    over the factor-2 grid, of the subsample objective after one epoch from zero, which
+    is recomputed here by a NumPy SGD; same seed, same t0; a bad fixed t0 is worse."""
+    from lcoding import sgd
+    y, X, ty, tX = subset(shared_data, "banana", 1500, 1000)
+    X = X.toarray() if sp.issparse(X) else np.asarray(X)
+    rows = as_rows(X)
+    y_pm = np.where(y == y[0], 1, -1).astype(np.int8)
+    n, d = rows.n_rows, rows.n_features
+    C, skip, bias = 10.0, 16.0, 1.0
+    lam = 1.0 / (C * n)
+    no_idx, no_wt = np.zeros((0, 1), np.int32), np.zeros((0, 1))
+    cost = np.ones(n)
+    t0 = sgd.calibrate_t0(rows, no_idx, no_wt, y_pm, cost, lam, skip, bias, 1,
+                          np.random.default_rng(5))
+    again = sgd.calibrate_t0(rows, no_idx, no_wt, y_pm, cost, lam, skip, bias, 1,
+                             np.random.default_rng(5))
+    assert t0 == again
+    eta0 = 1.0 / (lam * t0)
+    assert np.log2(eta0) == round(np.log2(eta0))
+    sub = np.sort(np.random.default_rng(5).permutation(n)[:min(n, sgd.CALIBRATION_ROWS)])
+    Xs, ys = X[sub], y_pm[sub].astype(float)
+
+    def objective(eta):      # one epoch in row order: SVMSGD2 with decay every skip steps
+        w, b, t, count = np.zeros(d), 0.0, 0.0, skip
+        t0_eta = 1.0 / (lam * eta)
+        for i in range(Xs.shape[0]):
+            t += 1.0
+            step = 1.0 / (lam * (t + t0_eta))
+            if ys[i] * (Xs[i] @ w + bias * b) < 1:
+                w += step * ys[i] * Xs[i]
+                b += step * ys[i] * bias
+            count -= 1
+            if count <= 0:
+                w *= 1.0 - skip / (t + t0_eta)
+                count = skip
+        hinge = np.maximum(0.0, 1.0 - ys * (Xs @ w + bias * b)).mean()
+        return 0.5 * lam * w @ w + hinge
+
+    assert objective(eta0) <= objective(2 * eta0) + 1e-12
+    assert objective(eta0) <= objective(eta0 / 2) + 1e-12
+    auto = train(y, X, "-s 30 -B 1 -c 10 -E 5")
+    fixed = train(y, X, "-s 30 -B 1 -c 10 -E 5 -T 1")     # first step C l = 15000
+    assert objective_of(auto, X, y, 10.0) < objective_of(fixed, X, y, 10.0)
+
+
+def objective_of(model, X, y, C):
+    """LIBLINEAR's primal objective 1/2 |w|^2 + C sum hinge (bias regularised here too)."""
+    w = model.w[:, 0]
+    f = model.decision_values(as_rows(X).truncated(model.nr_feature))[:, 0]
+    y_pm = np.where(y == model.label[0], 1.0, -1.0)
+    return 0.5 * w @ w + C * np.maximum(0.0, 1.0 - y_pm * f).sum()
 
 
 # ------------------------------------------------------ one anchor == linear SVM
