@@ -257,6 +257,23 @@ class KernelMap:
     def output_features(self, n_features: int) -> int:
         return n_features * self.width
 
+    def file_header(self) -> list:
+        """The model-file keys of this map (read back by :meth:`from_header`)."""
+        return [("kernel_map", self.name), ("kernel_map_order", str(self.order)),
+                ("kernel_map_period", format(self.period, ".17g"))]
+
+    @staticmethod
+    def from_header(header) -> "KernelMap | None":
+        """The map a model file's keys describe; ``None`` for ``kernel_map none`` or
+        no key at all."""
+        name = header.get("kernel_map", "none")
+        if name not in KERNEL_MAP_BY_NAME:
+            raise ValueError(f"unknown kernel_map {name!r}")
+        if name == "none":
+            return None
+        return KernelMap(KERNEL_MAP_BY_NAME[name], int(header["kernel_map_order"]),
+                         float(header["kernel_map_period"]) or None)
+
     def __call__(self, rows: Rows) -> Rows:
         nnz = rows.data.shape[0] * self.width
         data = np.empty(nnz)

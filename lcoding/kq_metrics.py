@@ -42,7 +42,7 @@ import scipy.sparse as sp
 
 from lcoding import _kq
 from lcoding._validation import Rows
-from lcoding.coding import KERNEL_MAP_BY_NAME, KernelMap
+from lcoding.coding import KernelMap
 from lcoding.model import Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.solvers import Messages
@@ -417,20 +417,11 @@ class KQModel(Model):
 
     def _kernel_map_header(self):
         km = self.preprocess.kernel_map
-        if km is None:
-            return []
-        return [("kernel_map", km.name), ("kernel_map_order", str(km.order)),
-                ("kernel_map_period", "%.17g" % km.period)]
+        return [] if km is None else km.file_header()
 
     @staticmethod
     def _kernel_map_from_header(header) -> KernelMap | None:
-        name = header.get("kernel_map", "none")
-        if name == "none":
-            return None
-        if name not in KERNEL_MAP_BY_NAME:
-            raise ValueError(f"unknown kernel_map {name!r}")
-        return KernelMap(KERNEL_MAP_BY_NAME[name], int(header.get("kernel_map_order", "1")),
-                         float(header.get("kernel_map_period", "0")) or None)
+        return KernelMap.from_header(header)
 
     def file_blocks(self):
         blocks = []

@@ -28,7 +28,7 @@ import numpy as np
 from lcoding import _knn
 from lcoding._validation import Rows
 from lcoding.anchors import learn_anchors
-from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KERNEL_MAP_BY_NAME, KernelMap,
+from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KernelMap,
                             LocalCoding, run_ranges, single_threaded_blas)
 from lcoding.kstar import KSTAR_CODING, KSTAR_NAME, KStarCoding
 from lcoding.model import LinearModel, Model
@@ -163,13 +163,7 @@ class LocalModel(Model):
     def from_file(cls, header, base, blocks):
         coding = make_coder(coding_kind(header["coding"]), blocks["anchors"],
                             int(header["nr_neighbor"]), float(header["coding_param"]))
-        km_name = header.get("kernel_map", "none")
-        if km_name not in KERNEL_MAP_BY_NAME:
-            raise ValueError(f"unknown kernel_map {km_name!r}")
-        km = None
-        if km_name != "none":
-            km = KernelMap(KERNEL_MAP_BY_NAME[km_name], int(header["kernel_map_order"]),
-                           float(header["kernel_map_period"]) or None)
+        km = KernelMap.from_header(header)
         return cls(base["solver_type"], base["nr_class"], base.get("label"), base["nr_feature"],
                    base["bias"], coding, blocks["w"], kernel_map=km)
 
@@ -226,7 +220,7 @@ def check_local_params(params: TrainParams) -> None:
     if params.kernel_map not in (0, 1, 2, 3):
         raise ValueError(f"-K {params.kernel_map}: kernel map must be 0, 1, 2 or 3")
     if params.kernel_map != 0 and params.coding == 0:
-        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1, 2 or 6) or "
+        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1, 2, 4, 5 or 6) or "
                          f"-s 40, 41; -s {int(params.solver_type)} without -L does not use it")
     if params.kernel_map_order < 0:
         raise ValueError(f"-O {params.kernel_map_order}: must be >= 0")

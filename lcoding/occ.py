@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcoding._validation import Rows
-from lcoding.coding import is_dense, single_threaded_blas
+from lcoding.coding import KernelMap, is_dense, single_threaded_blas
 from lcoding.model import Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.solvers import (BINARY_SOLVERS, BinaryProblem, Coding, LOCAL_CAP_REMEDY, Messages,
@@ -165,12 +165,16 @@ class OCCModel(Model):
     * LIB_LLSVM_PB: ``w_size = M*(d + 1) + 1``, PEG_LLSVM's layout and the single
       bias last;
     * LINEAR_CODES: ``w_size = M + (B >= 0)``;
-    * LINEAR_ALL_CODES: ``w_size = n_codings*M + (B >= 0)``."""
+    * LINEAR_ALL_CODES: ``w_size = n_codings*M + (B >= 0)``.
+
+    ``d`` is :attr:`dim`: the input features, or the output of ``kernel_map`` (``-K``)
+    when the additive kernel map runs before the SVD and the coding."""
 
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, coding_name, classifier,
-                 planes, sigma, w, param=None):
+                 planes, sigma, w, param=None, kernel_map: KernelMap | None = None):
         self._set_header(solver_type, nr_class, label, nr_feature, bias)
         self.param = param
+        self.kernel_map = kernel_map
         if coding_name not in OCC_BY_NAME:
             raise ValueError(f"unknown OCC coding {coding_name!r}")
         if classifier not in CLASSIFIERS:
@@ -179,8 +183,8 @@ class OCCModel(Model):
         self.classifier = classifier
         planes = np.ascontiguousarray(planes, dtype=np.float64)
         sigma = np.ascontiguousarray(sigma, dtype=np.float64).reshape(-1)
-        if planes.ndim != 2 or planes.shape[1] != self.nr_feature:
-            raise ValueError(f"planes have shape {planes.shape}, expected (*, {self.nr_feature})")
+        if planes.ndim != 2 or planes.shape[1] != self.dim:
+            raise ValueError(f"planes have shape {planes.shape}, expected (*, {self.dim})")
         if planes.shape[0] % self.n_codings or sigma.shape[0] != planes.shape[0]:
             raise ValueError(f"{planes.shape[0]} planes / {sigma.shape[0]} singular values do "
                              f"not split into {self.n_codings} codings")
@@ -198,6 +202,12 @@ class OCCModel(Model):
         self.w = w
 
     @property
+    def dim(self) -> int:
+        """Columns of the planes: the features after the ``-K`` map, if any."""
+        km = self.kernel_map
+        return self.nr_feature if km is None else km.output_features(self.nr_feature)
+
+    @property
     def n_codings(self) -> int:
         return 1 if self.coding_name == "G_OCC" else self.nr_w
 
@@ -207,8 +217,7 @@ class OCCModel(Model):
 
     @property
     def w_size(self) -> int:
-        return _w_size(self.classifier, self.n_planes, self.nr_feature, self.bias,
-                       self.n_codings)
+        return _w_size(self.classifier, self.n_planes, self.dim, self.bias, self.n_codings)
 
     def coding(self, c: int):
         """``(planes, sigma)`` of the coding used by decision function ``c``."""
@@ -223,7 +232,7 @@ class OCCModel(Model):
         ``c*M + j`` = ``w_{c,j}``), ``plane_bias`` ``(nr_w*M,)`` the per-plane
         biases times B, ``extra`` ``(nr_w,)`` the single bias times B; for the
         linear SVM on the codes ``Wx`` ``(M, nr_w)`` and ``plane_bias`` None."""
-        d, M, nr_w = self.nr_feature, self.n_planes, self.nr_w
+        d, M, nr_w = self.dim, self.n_planes, self.nr_w
         hb = self.bias >= 0
         B = self.bias if hb else 0.0
         P = _scaled_planes(self.planes, self.sigma)
@@ -254,7 +263,9 @@ class OCCModel(Model):
         plane responses ``w_{c,j} . x`` of every class and plane; the rest is
         elementwise."""
         rows = rows.truncated(self.nr_feature)
-        n, d, M, nr_w = rows.n_rows, self.nr_feature, self.n_planes, self.nr_w
+        if self.kernel_map is not None:
+            rows = self.kernel_map(rows)
+        n, d, M, nr_w = rows.n_rows, self.dim, self.n_planes, self.nr_w
         out = np.empty((n, nr_w))
         if n == 0:
             return out
@@ -280,9 +291,13 @@ class OCCModel(Model):
 
     # ---------------------------------------------------------------- model files
     def file_header(self):
-        return [("lcoding_format", FORMAT_VERSION), ("coding", self.coding_name),
-                ("occ_classifier", self.classifier), ("nr_plane", str(self.n_planes)),
-                ("nr_coding", str(self.n_codings))]
+        header = [("lcoding_format", FORMAT_VERSION), ("coding", self.coding_name),
+                  ("occ_classifier", self.classifier), ("nr_plane", str(self.n_planes)),
+                  ("nr_coding", str(self.n_codings))]
+        km = self.kernel_map
+        if km is not None:    # absent = no map (files written before -K had no such keys)
+            header += km.file_header() + [("nr_dim", str(self.dim))]
+        return header
 
     def file_blocks(self):
         return [("planes", self.planes), ("sigma", self.sigma.reshape(-1, 1)), ("w", self.w)]
@@ -290,7 +305,7 @@ class OCCModel(Model):
     @classmethod
     def block_shapes(cls, header, base):
         M, ncod = int(header["nr_plane"]), int(header["nr_coding"])
-        d = int(base["nr_feature"])
+        d = int(header.get("nr_dim", base["nr_feature"]))
         if M < 1 or ncod < 1 or d < 0:
             raise ValueError(f"nr_plane {M} / nr_coding {ncod} / nr_feature {d} out of range")
         kind = header.get("occ_classifier")
@@ -302,18 +317,23 @@ class OCCModel(Model):
 
     @classmethod
     def from_file(cls, header, base, blocks):
+        km = KernelMap.from_header(header)
+        if km is not None and km.output_features(int(base["nr_feature"])) != int(header["nr_dim"]):
+            raise ValueError(f"nr_dim {header['nr_dim']} is not the {km.name} map's "
+                             f"output for nr_feature {base['nr_feature']}")
         model = cls(base["solver_type"], base["nr_class"], base.get("label"), base["nr_feature"],
                     base["bias"], header["coding"], header["occ_classifier"], blocks["planes"],
-                    blocks["sigma"], blocks["w"])
+                    blocks["sigma"], blocks["w"], kernel_map=km)
         if model.n_codings != int(header["nr_coding"]):
             raise ValueError(f"nr_coding {header['nr_coding']} does not match {header['coding']}"
                              f" with {model.nr_w} decision functions")
         return model
 
     def __repr__(self):
+        km = "" if self.kernel_map is None else f", kernel_map={self.kernel_map.name}"
         return (f"OCCModel({SolverType(self.solver_type).name}, {self.coding_name}, "
                 f"{self.classifier}, n_planes={self.n_planes}, nr_class={self.nr_class}, "
-                f"nr_feature={self.nr_feature}, bias={self.bias:g})")
+                f"nr_feature={self.nr_feature}, bias={self.bias:g}{km})")
 
 
 def _w_size(kind: str, M: int, d: int, bias: float, n_codings: int = 1) -> int:
@@ -384,8 +404,10 @@ def check_occ_params(params: TrainParams) -> None:
     if params.coding_param == 2.0 and params.coding != 5:
         raise ValueError(f"-u 2 (linear SVM on all classes' codes) needs -L 5, "
                          f"not -L {params.coding}")
-    if params.kernel_map != 0:
-        raise ValueError(f"-K {params.kernel_map} is not supported with -L {params.coding}")
+    if params.kernel_map not in (0, 1, 2, 3):
+        raise ValueError(f"-K {params.kernel_map}: kernel map must be 0, 1, 2 or 3")
+    if params.kernel_map_order < 0:
+        raise ValueError(f"-O {params.kernel_map_order}: must be >= 0")
     if params.n_threads < 1:
         raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
     if st == SGD_SOLVER:
@@ -411,7 +433,11 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     info = info if info is not None else Messages(params.quiet)
     st = int(params.solver_type)
     bias = float(params.bias)
-    d = rows.n_features
+    nr_feature = rows.n_features
+    kernel_map = None
+    if params.kernel_map != 0:      # -K: the additive kernel map first (as for -L 1, 2, 6)
+        kernel_map = KernelMap(params.kernel_map, params.kernel_map_order)
+        rows = kernel_map(rows)
     M = int(params.n_anchors)
     labels, class_index = group_classes(y)
     nr_class = labels.size
@@ -491,8 +517,8 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     planes = np.vstack([b[0] for b in bases])
     sigma = np.concatenate([b[1] for b in bases])
     info(f"OCC training: {time.perf_counter() - t:.2f} s\n")
-    return OCCModel(st, nr_class, labels, d, bias, OCC_CODINGS[params.coding], kind,
-                    planes, sigma, w, param=params)
+    return OCCModel(st, nr_class, labels, nr_feature, bias, OCC_CODINGS[params.coding], kind,
+                    planes, sigma, w, param=params, kernel_map=kernel_map)
 
 
 class _null:

@@ -117,7 +117,7 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         return train_local_model(y, rows, params, info, seed_path=seed_path)
     if getattr(params, "kernel_map", 0) != 0:
         # the linear solvers never apply -K: refuse it instead of ignoring it
-        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1, 2 or 6) or "
+        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1, 2, 4, 5 or 6) or "
                          f"-s 40, 41; -s {solver_type} without -L does not use it")
     require_trainable(solver_type)
     info = info if info is not None else Messages(params.quiet)

@@ -78,7 +78,9 @@ def test_lib_llsvm_matches_liblinear_on_materialised_features(loss, u, rng, capf
                                      "-s 30 -L 4 -A 4 -B 1 -E 3", "-s 30 -L 5 -A 2",
                                      "-s 3 -L 5 -A 4 -u 0 -B 1", "-s 1 -L 4 -A 2 -u 0",
                                      "-s 1 -L 5 -A 3 -u 2 -B 1", "-s 1 -L 5 -A 2 -u 2",
-                                     "-s 3 -L 5 -A 3 -u 3 -B 1", "-s 2 -L 4 -A 3 -u 0 -B 1"])
+                                     "-s 3 -L 5 -A 3 -u 3 -B 1", "-s 2 -L 4 -A 3 -u 0 -B 1",
+                                     "-s 1 -L 4 -A 3 -B 1 -K 3", "-s 3 -L 5 -A 3 -K 1 -O 2",
+                                     "-s 30 -L 5 -A 3 -B 1 -E 2 -K 2"])
 def test_save_load_identical(options, rng, tmp_path):
     X, y = _toy(rng)
     rows = as_rows(X)
@@ -94,6 +96,39 @@ def test_save_load_identical(options, rng, tmp_path):
     np.testing.assert_array_equal(back.decision_values(rows), model.decision_values(rows))
     save_model(str(tmp_path / "again.model"), back)
     assert (tmp_path / "again.model").read_text() == path.read_text()
+
+
+@pytest.mark.parametrize("options", ["-s 1 -L 4 -A 3 -B 1", "-s 3 -L 5 -A 3 -u 3 -B 1",
+                                     "-s 30 -L 5 -A 3 -B 1 -E 2", "-s 1 -L 5 -A 3 -u 2"])
+@pytest.mark.parametrize("kmap", ["-K 3", "-K 1 -O 2", "-K 2"])
+def test_kernel_map_equals_training_on_mapped_rows(options, kmap, rng):
+    """-K with OCC (the locally additive form): the same planes, weights and decision
+    values as training without -K on the explicitly mapped rows; the map is stored
+    in the model file and applied at prediction."""
+    from lcoding.coding import KernelMap
+    X, y = _toy(rng)
+    p = parse_train_options(f"{options} {kmap} -q")
+    km = KernelMap(p.kernel_map, p.kernel_map_order)
+    mapped = km(as_rows(X))
+    with_map = train_model(y, as_rows(X), p)
+    explicit = train_model(y, mapped, parse_train_options(options + " -q"))
+    assert with_map.nr_feature == X.shape[1] and with_map.dim == mapped.n_features
+    np.testing.assert_array_equal(with_map.planes, explicit.planes)
+    np.testing.assert_array_equal(with_map.w, explicit.w)
+    np.testing.assert_array_equal(with_map.decision_values(as_rows(X)),
+                                  explicit.decision_values(mapped))
+
+
+def test_kernel_map_file_is_checked(rng, tmp_path):
+    from lcoding.model_io import model_from_text, model_to_text
+    X, y = _toy(rng)
+    text = model_to_text(train_model(y, as_rows(X), parse_train_options(
+        "-s 1 -L 4 -A 2 -B 1 -K 1 -O 1 -q")))
+    assert "kernel_map intersection" in text and f"nr_dim {3 * X.shape[1]}" in text
+    with pytest.raises(ValueError, match="kernel_map"):
+        model_from_text(text.replace("kernel_map intersection", "kernel_map spline"))
+    with pytest.raises(ValueError, match="nr_dim"):
+        model_from_text(text.replace("kernel_map_order 1", "kernel_map_order 2"))
 
 
 def test_c_occ_uses_class_bases(rng):
