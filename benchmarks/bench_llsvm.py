@@ -72,6 +72,8 @@ PAPER_OPTS = "-s 30 -L 1 -A 100 -k 8 -B 1 -m 2"
 PAPER_C = [1, 10, 100]
 # SGD offset t0 (the paper does not give it): the first step is 1/(lambda t0) = C l / t0
 PAPER_T0 = [0, 100, 10000, 100000]     # 0: automatic (the default)
+# inverse distance: the paper's 1/|x - v| (-u 0.5) and the author's code's 1/|x - v|^2 (-u 1)
+PAPER_U = [0.5, 1]
 LINEAR_C = [0.1, 1, 10]
 RBF_GRID = {"usps": ([1, 10], [0.005, 0.02]), "letter": ([10, 100], [0.005, 0.02, 0.05]),
             "mnist": ([10], [0.02, 0.05])}
@@ -302,7 +304,8 @@ def main(argv=None):
             res["val_err"] = best[0]
             record(name, "llsvm", res)
         if "paper" in methods:
-            points = [f"-c {c} -T {t0}" for c in PAPER_C for t0 in PAPER_T0]
+            points = [f"-u {u} -c {c} -T {t0}" for u in PAPER_U for c in PAPER_C
+                      for t0 in PAPER_T0]
             best = tune_lcoding(y, X, PAPER_OPTS, points[:1] if args.quick else points, log)
             res = final_lcoding(y, X, ty, tX, f"{PAPER_OPTS} {best[1]}", seeds)
             res["val_err"] = best[0]
