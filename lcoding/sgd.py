@@ -101,7 +101,7 @@ def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) ->
         # its own stream, so -T 0 and -T t0 shuffle the epochs alike
         t0 = calibrate_t0(rows, anchor_idx, coding_weight, y, cost, lam, float(params.skip),
                           prob.bias, m, np.random.Generator(
-                              np.random.PCG64(int(prob.rng_state[0]) ^ 0x5EED_CA1B)))
+                              np.random.PCG64(int(prob.rng_state[0]) ^ CALIBRATION_STREAM)))
         info(f"-T 0: t0 = {t0:.6g} (first step {1.0 / (lam * t0):.3g})\n")
     elif t0 == 0.0:
         t0 = 1.0
