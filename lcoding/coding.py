@@ -83,15 +83,20 @@ def split_ranges(n: int, parts: int, align: int = CODE_BLOCK):
     return [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
 
 
+def map_threads(fn, items, n_threads: int) -> list:
+    """``[fn(item) for item in items]``, in at most ``n_threads`` threads when there is
+    more than one item (the kernels release the GIL); results in the items' order."""
+    items = list(items)
+    if n_threads > 1 and len(items) > 1:
+        with ThreadPoolExecutor(max_workers=min(n_threads, len(items))) as pool:
+            return list(pool.map(fn, items))
+    return [fn(item) for item in items]
+
+
 def run_ranges(work, n: int, n_threads: int) -> None:
     """``work((start, stop))`` over the :func:`split_ranges` of ``n`` rows, in
     ``n_threads`` threads (the kernels release the GIL)."""
-    ranges = split_ranges(n, n_threads)
-    if len(ranges) == 1:
-        work(ranges[0])
-    else:
-        with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
-            list(pool.map(work, ranges))
+    map_threads(work, split_ranges(n, n_threads), n_threads)
 
 
 class AnchorSet:

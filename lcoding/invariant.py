@@ -495,14 +495,8 @@ def _dense(rows: Rows, n_features: int) -> np.ndarray:
 
 
 def _linear_params(params: TrainParams) -> TrainParams:
-    """The options of the linear solver that runs on the mapped rows: a plain
-    :class:`TrainParams` (``params`` may be a subclass such as liblinearutil's
-    ``parameter``, whose constructor takes an option string, so
-    ``dataclasses.replace`` cannot rebuild it)."""
-    fields = {f.name: getattr(params, f.name) for f in dataclasses.fields(TrainParams) if f.init}
-    fields.update(kernel_type=-1, invariance=0, tangents=0,
-                  weight_label=list(params.weight_label), weight=list(params.weight))
-    return TrainParams(**fields)
+    """The options of the linear solver that runs on the mapped rows."""
+    return params.replaced(kernel_type=-1, invariance=0, tangents=0)
 
 
 def _train_linear(y, Z: np.ndarray, params: TrainParams, info, seed_path) -> LinearModel:

@@ -31,7 +31,6 @@ inside training and then trains on all rows with the best setting.
 from __future__ import annotations
 
 import contextlib
-import copy
 import itertools
 import math
 import time
@@ -413,15 +412,9 @@ class KQModel(Model):
             ("unit_sphere", "1" if self.preprocess.sphere else "0"),
             ("nr_dim", str(self.dim)),
         ] + ([("offset_coord", "%.17g" % self.preprocess.offset)] if self.preprocess.offset
-             else []) + ([("affine", "1")] if self.affine else []) + self._kernel_map_header()
+             else []) + ([("affine", "1")] if self.affine else []) + (
+            [] if self.preprocess.kernel_map is None else self.preprocess.kernel_map.file_header())
 
-    def _kernel_map_header(self):
-        km = self.preprocess.kernel_map
-        return [] if km is None else km.file_header()
-
-    @staticmethod
-    def _kernel_map_from_header(header) -> KernelMap | None:
-        return KernelMap.from_header(header)
 
     def file_blocks(self):
         blocks = []
@@ -438,7 +431,7 @@ class KQModel(Model):
         k, q = int(header["nr_cluster"]), int(header["metric_dim"])
         r, p = int(header["nr_restart"]), int(header["pca_dim"])
         dim, nr_feature = int(header["nr_dim"]), int(base["nr_feature"])
-        km = cls._kernel_map_from_header(header)
+        km = KernelMap.from_header(header)
         if km is not None:
             nr_feature = km.output_features(nr_feature)    # what the PCA and metrics see
         if k < 1 or q < 1 or r < 1 or p < 0:
@@ -475,7 +468,7 @@ class KQModel(Model):
                            blocks["pca_components"] if p else None,
                            header["unit_sphere"] == "1",
                            float(header.get("offset_coord", "0")),
-                           cls._kernel_map_from_header(header))
+                           KernelMap.from_header(header))
         k, q, r = int(header["nr_cluster"]), int(header["metric_dim"]), int(header["nr_restart"])
         metrics = blocks["w"].reshape(r, -1, int(header["nr_dim"]))
         centres = blocks["centres"].reshape(r, -1, int(header["nr_dim"])) \
@@ -657,7 +650,7 @@ def train_kq_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Message
         raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
     info = info if info is not None else Messages(params.quiet)
     if params.kq_select:
-        params, _ = select_kq_params(y, rows, _with(params, kq_select=0), grid=None,
+        params, _ = select_kq_params(y, rows, params.replaced(kq_select=0), grid=None,
                                      info=info)
         info(f"selected -k {params.n_neighbors} -Q {params.kq_dim}"
              + (f" -U {params.kq_mu1:g} -V {params.kq_mu2:g}"
@@ -702,17 +695,6 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
 
 
 # ------------------------------------------------------------------ model selection
-def _with(params: TrainParams, **changes) -> TrainParams:
-    """A copy of ``params`` with some fields changed (a shallow copy keeps subclasses
-    such as the liblinear-style ``parameter``, whose constructor takes no fields)."""
-    out = copy.copy(params)
-    out.weight_label = list(params.weight_label)
-    out.weight = list(params.weight)
-    for name, value in changes.items():
-        setattr(out, name, value)
-    return out
-
-
 PAPER_GRID = {"k": (1, 2, 4, 8, 16), "q": (20, 40, 80, 160),
               "mu": ((1.05, 0.95), (1.1, 0.9), (1.2, 0.8), (1.4, 0.6))}
 # -s 41 (no margins): the paper picks k and q by hand; affine and through-origin flats
@@ -761,7 +743,7 @@ def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
             grid.get("k", (params.n_neighbors,)), grid.get("q", (params.kq_dim,)), mus, affines):
         if q > dim:
             continue
-        cand = _with(params, n_neighbors=int(k), kq_dim=int(q), kq_mu1=float(mu1),
+        cand = params.replaced(n_neighbors=int(k), kq_dim=int(q), kq_mu1=float(mu1),
                      kq_mu2=float(mu2), kq_affine=int(affine), kq_select=0, kq_restarts=1)
         model = train_kq_model(y[:n_train], train_rows, cand, Messages(True))
         pred = model.labels_from_values(model.decision_values(val_rows, cand.n_threads))
@@ -776,4 +758,4 @@ def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
     if best is None:
         raise ValueError(f"no grid setting has q <= the input dimension {dim} (grid q: "
                          f"{', '.join(str(q) for q in grid.get('q', (params.kq_dim,)))})")
-    return _with(best[0], kq_restarts=params.kq_restarts), table
+    return best[0].replaced(kq_restarts=params.kq_restarts), table

@@ -16,8 +16,8 @@ import numpy as np
 
 from lcoding import _kstar
 from lcoding._validation import Rows
-from lcoding.coding import (CODE_BLOCK, AnchorSet, is_dense, row_slice, run_ranges,
-                            single_threaded_blas)
+from lcoding.coding import (CODE_BLOCK, AnchorSet, LocalCoding, is_dense, row_slice,
+                            run_ranges, single_threaded_blas)
 
 KSTAR_CODING = 3
 KSTAR_NAME = "KSTAR"
@@ -71,6 +71,14 @@ class KStarCoding(AnchorSet):
         width = max(int(kst.max()), 1) if kst.size else 1
         self.last_kstar = kst
         return np.ascontiguousarray(idx[:, :width]), np.ascontiguousarray(wt[:, :width])
+
+
+def make_coder(kind: int, anchors: np.ndarray, k: int, param: float):
+    """The coder of ``-L kind`` over ``anchors``: k* (``-L 3``, ``k`` unused) or a
+    k-nearest-anchor coding (``-L 1, 2, 6``)."""
+    if kind == KSTAR_CODING:
+        return KStarCoding(anchors, param)
+    return LocalCoding(kind, anchors, k, param)
 
 
 def kstar_coding_brute(eta: np.ndarray) -> np.ndarray:

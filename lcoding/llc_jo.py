@@ -29,8 +29,8 @@ import numpy as np
 from lcoding import _joint_sgd
 from lcoding._validation import Rows
 from lcoding.anchors import learn_anchors
-from lcoding.coding import LocalCoding, single_threaded_blas
-from lcoding.kstar import KSTAR_CODING, KStarCoding
+from lcoding.coding import single_threaded_blas
+from lcoding.kstar import KSTAR_CODING, make_coder
 from lcoding.options import SolverType, TrainParams
 from lcoding.sgd import CALIBRATION_STREAM, calibrate_t0, check_sgd_params
 from lcoding.solvers import Messages
@@ -59,12 +59,6 @@ def check_joint_params(params: TrainParams) -> None:
         raise ValueError(f"-u {params.coding_param}: must be >= 0 for -s 31")
 
 
-def make_coder(kind: int, anchors: np.ndarray, k: int, param: float):
-    if kind == KSTAR_CODING:
-        return KStarCoding(anchors, param)
-    return LocalCoding(kind, anchors, min(k, anchors.shape[0]), param)
-
-
 def _automatic_t0(rows: Rows, V: np.ndarray, k: int, params: TrainParams, Y: np.ndarray,
                   cost: np.ndarray, lam: float, bias: float, solver_state: int) -> float:
     """``-T 0``: the ``-s 30`` calibration (:func:`lcoding.sgd.calibrate_t0`) on the
@@ -87,29 +81,20 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     """Train ``-s 31``.  ``epoch_callback(epoch, model)``, if given, sees a model
     snapshot after every epoch (for test curves)."""
     from lcoding.local_model import LocalModel
-    from lcoding.training import _weighted_C, group_classes, rng_state
+    from lcoding.training import _weighted_C, group_classes, one_vs_rest_jobs, rng_state
     check_joint_params(params)
     info = info if info is not None else Messages(params.quiet)
     bias = float(params.bias)
     n, d = rows.n_rows, rows.n_features
     labels, class_index = group_classes(y)
     nr_class = labels.size
-    weighted_C = _weighted_C(labels, params)
-    nr_w = 1 if nr_class == 2 else max(nr_class, 1)
-    if nr_class == 2:
-        Y = np.where(class_index == 0, 1, -1).astype(np.int8).reshape(n, 1)
-        cost = np.where(class_index == 0, weighted_C[0], weighted_C[1]) / params.C
-    elif nr_class == 1:
-        Y = np.ones((n, 1), dtype=np.int8)
-        cost = np.full(n, weighted_C[0] / params.C)
-    else:
-        Y = np.where(class_index[:, None] == np.arange(nr_class)[None, :], 1, -1).astype(np.int8)
-        # LIBLINEAR's one-vs-rest weighting: in problem c the rows of class c have
-        # weight_c * C, all other rows C
-        cost = np.where(Y > 0, (weighted_C / params.C)[None, :], 1.0)
-    Y = np.ascontiguousarray(Y)
-    cost = np.ascontiguousarray(np.broadcast_to(
-        np.asarray(cost, dtype=np.float64).reshape(n, -1), (n, nr_w)))
+    # LIBLINEAR's one-vs-rest problems, one per column of Y: the label and the loss
+    # weight C_i / C of every row (problem c weights class c by weight_c, the rest by 1)
+    jobs = one_vs_rest_jobs(class_index, nr_class, _weighted_C(labels, params), params.C, n)
+    nr_w = len(jobs)
+    Y = np.ascontiguousarray(np.column_stack([y_pm for _, y_pm, _, _ in jobs]))
+    cost = np.ascontiguousarray(np.column_stack(
+        [np.where(y_pm > 0, Cp, Cn) for _, y_pm, Cp, Cn in jobs]) / params.C)
 
     t = time.perf_counter()
     with single_threaded_blas(n):

@@ -21,16 +21,15 @@ from __future__ import annotations
 
 import math
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from lcoding import _knn
 from lcoding._validation import Rows
 from lcoding.anchors import learn_anchors
-from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KernelMap,
-                            LocalCoding, run_ranges, single_threaded_blas)
-from lcoding.kstar import KSTAR_CODING, KSTAR_NAME, KStarCoding
+from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KernelMap, LocalCoding, map_threads,
+                            run_ranges, single_threaded_blas)
+from lcoding.kstar import KSTAR_CODING, KSTAR_NAME, make_coder
 from lcoding.model import LinearModel, Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.sgd import check_sgd_params, solve_sgd_hinge
@@ -45,13 +44,6 @@ LOCAL_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
 # seed purposes (lcoding.training.rng_state paths)
 _PURPOSE_SOLVER = 1      # same path as training.py, so -A 1 -k 1 equals the linear solver
 _PURPOSE_ANCHORS = 10
-
-
-def make_coder(kind: int, anchors, k: int, param: float):
-    """The coder of ``-L kind``: k* (``-L 3``, no k) or a k-nearest-anchor coding."""
-    if kind == KSTAR_CODING:
-        return KStarCoding(anchors, param)
-    return LocalCoding(kind, anchors, k, param)
 
 
 def coding_kind(name: str) -> int:
@@ -272,7 +264,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                                     _rng_state(seed, _PURPOSE_ANCHORS, *seed_path),
                                     max_iter=params.kmeans_iter, batch_size=params.kmeans_batch)
         coder = make_coder(params.coding, anchors, min(params.n_neighbors, anchors.shape[0]),
-                            params.coding_param)
+                           params.coding_param)
         t_anchor = time.perf_counter() - t
         idx, wt = coder.code(rows, n_threads=params.n_threads)
         coding = Coding(idx, wt, coder.n_anchors)
@@ -290,11 +282,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
     jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
     nr_w = 1 if nr_class == 2 else nr_class
     w = np.zeros((n_anchors * stride, nr_w))
-    if params.n_threads > 1 and len(jobs) > 1:
-        with ThreadPoolExecutor(max_workers=min(params.n_threads, len(jobs))) as pool:
-            results = list(pool.map(lambda job: solve(*job), jobs))
-    else:
-        results = [solve(*job) for job in jobs]
+    results = map_threads(lambda job: solve(*job), jobs, params.n_threads)
     for c, res in enumerate(results):
         w[:, c] = res
 

@@ -30,14 +30,14 @@ Classifiers (one-vs-rest, ``argmax_c f_c(x)``):
 """
 from __future__ import annotations
 
+import contextlib
 import time
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
 
 from lcoding._validation import Rows
-from lcoding.coding import KernelMap, is_dense, single_threaded_blas
+from lcoding.coding import KernelMap, is_dense, map_threads, single_threaded_blas
 from lcoding.model import Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.solvers import (BINARY_SOLVERS, BinaryProblem, Coding, LOCAL_CAP_REMEDY, Messages,
@@ -65,11 +65,6 @@ _PURPOSE_SOLVER = 1        # same seed paths as local_model.py
 _PURPOSE_SVD = 11
 
 
-def _csr(rows: Rows, n_features: int | None = None) -> sp.csr_matrix:
-    d = rows.n_features if n_features is None else n_features
-    return sp.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(rows.n_rows, d))
-
-
 def occ_basis(rows: Rows, n_planes: int, seed: int = 1, power_iter: int = POWER_ITER,
               oversample: int = OVERSAMPLE):
     """Top ``n_planes`` right singular vectors (``(M, d)``, unit rows, sign fixed so
@@ -82,7 +77,7 @@ def occ_basis(rows: Rows, n_planes: int, seed: int = 1, power_iter: int = POWER_
     if M > min(n, d):
         raise ValueError(f"-A {M}: more planes than the rank bound min(rows, features) = "
                          f"{min(n, d)} of the data the basis is learned on")
-    X = _csr(rows)
+    X = rows.to_csr()
     ell = min(M + oversample, n, d)
     rng = np.random.Generator(np.random.PCG64(int(seed)))
     # range of X^T (d-dimensional): Q spans the top right singular subspace
@@ -454,9 +449,10 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
         kind = PEG_LLSVM if st == SGD_SOLVER else LIB_LLSVM
 
     def basis(c: int | None):
-        sub = rows if c is None else _select(rows, class_index == c)
+        sub = rows if c is None else rows.take(np.flatnonzero(class_index == c))
         seed = int(rng_state(params.seed, _PURPOSE_SVD, *seed_path, 0 if c is None else c + 1)[0])
-        with single_threaded_blas(sub.n_rows) if params.n_threads > 1 else _null():
+        with single_threaded_blas(sub.n_rows) if params.n_threads > 1 else \
+                contextlib.nullcontext():
             return occ_basis(sub, M, seed=seed % (1 << 63))
 
     t = time.perf_counter()
@@ -470,11 +466,7 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
         shared_codes = None
     if kind == LINEAR_ALL_CODES:
         # every problem sees all classes' codes: learn the bases first, code once
-        if params.n_threads > 1 and nr_w > 1:
-            with ThreadPoolExecutor(max_workers=min(params.n_threads, nr_w)) as pool:
-                bases = list(pool.map(basis, [job[0] for job in jobs]))
-        else:
-            bases = [basis(job[0]) for job in jobs]
+        bases = map_threads(basis, [job[0] for job in jobs], params.n_threads)
         shared_codes = occ_codes_multi(rows, np.vstack([b[0] for b in bases]),
                                        np.concatenate([b[1] for b in bases]), M)
         info(f"C-OCC: {nr_w} x {M} planes ({time.perf_counter() - t:.2f} s with coding)\n")
@@ -508,25 +500,12 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
         solver = solve_sgd_hinge if st == SGD_SOLVER else BINARY_SOLVERS[st]
         return solver(prob, params, info).w
 
-    if params.n_threads > 1 and len(jobs) > 1:
-        with ThreadPoolExecutor(max_workers=min(params.n_threads, len(jobs))) as pool:
-            results = list(pool.map(solve, jobs))
-    else:
-        results = [solve(job) for job in jobs]
-    w = np.column_stack(results)
+    w = np.column_stack(map_threads(solve, jobs, params.n_threads))
     planes = np.vstack([b[0] for b in bases])
     sigma = np.concatenate([b[1] for b in bases])
     info(f"OCC training: {time.perf_counter() - t:.2f} s\n")
     return OCCModel(st, nr_class, labels, nr_feature, bias, OCC_CODINGS[params.coding], kind,
                     planes, sigma, w, param=params, kernel_map=kernel_map)
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 def _with_constant(rows: Rows, value: float) -> Rows:
@@ -542,9 +521,3 @@ def _with_constant(rows: Rows, value: float) -> Rows:
     data[last], indices[last] = value, d
     return Rows(data, indices, indptr, d + 1)
 
-
-def _select(rows: Rows, mask: np.ndarray) -> Rows:
-    X = _csr(rows)[np.flatnonzero(mask)]
-    return Rows(np.ascontiguousarray(X.data, dtype=np.float64),
-                np.ascontiguousarray(X.indices, dtype=np.int32),
-                np.ascontiguousarray(X.indptr, dtype=np.int64), rows.n_features)

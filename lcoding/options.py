@@ -11,6 +11,7 @@ Parameter consistency (LIBLINEAR's ``check_parameter``) lives in
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -161,6 +162,19 @@ class TrainParams:
     @property
     def nr_weight(self) -> int:
         return len(self.weight_label)
+
+    def replaced(self, **changes) -> "TrainParams":
+        """A copy with some fields changed.  A shallow copy, not
+        ``dataclasses.replace``: it keeps subclasses such as liblinearutil's
+        ``parameter``, whose constructor takes an option string, not fields."""
+        out = copy.copy(self)
+        out.weight_label = list(self.weight_label)
+        out.weight = list(self.weight)
+        for name, value in changes.items():
+            if not hasattr(out, name):
+                raise AttributeError(f"TrainParams has no field {name!r}")
+            setattr(out, name, value)
+        return out
 
     def resolved_eps(self) -> float:
         return default_eps(self.solver_type) if math.isinf(self.eps) else self.eps

@@ -28,7 +28,6 @@ exact text.
 """
 from __future__ import annotations
 
-import copy
 import math
 import sys
 
@@ -235,10 +234,7 @@ def find_parameters(y, rows: Rows, params: TrainParams, info: Messages,
     start_C = float(params.C) if params.flag_C_specified else -1.0
     start_p = float(params.p) if params.flag_p_specified else -1.0
     # the search moves C and p on a copy; the caller's parameters stay as given
-    # (a shallow copy keeps subclasses such as the liblinear-style ``parameter``)
-    search = copy.copy(params)
-    search.weight_label = list(params.weight_label)
-    search.weight = list(params.weight)
+    search = params.replaced()
     bias = float(params.bias)
 
     if not regression:

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 
 from lcoding._validation import Rows
+from lcoding.coding import map_threads
 from lcoding.model import LinearModel
 from lcoding.options import (REGRESSION_SOLVERS, SolverType, TRAINABLE_SOLVERS, TrainParams,
                              check_parameter)
@@ -158,15 +159,9 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     n_threads = int(getattr(params, "n_threads", 1))
     if n_threads < 1:
         raise ValueError(f"-m {n_threads}: the number of threads must be >= 1")
-    if n_threads > 1 and len(jobs) > 1:
-        # the kernels release the GIL; each class has its own RNG stream, so the
-        # model does not depend on the thread count or the finishing order
-        from concurrent.futures import ThreadPoolExecutor
-        with ThreadPoolExecutor(max_workers=min(n_threads, len(jobs))) as pool:
-            list(pool.map(fit, jobs))
-    else:
-        for job in jobs:
-            fit(job)
+    # each class has its own RNG stream, so the model does not depend on the thread
+    # count or the finishing order
+    map_threads(fit, jobs, n_threads)
     return LinearModel(solver_type, nr_class, labels, nr_feature, bias, w, param=params)
 
 
