@@ -6,9 +6,16 @@ from lcoding import solvers_l1  # noqa: E402,F401  (-s 5, 6)
 
 from lcoding.options import SolverType, TRAINABLE_SOLVERS  # noqa: E402
 
-# every solver number of the option table trains; a module missing from the list
-# above fails here, at import, instead of at the first train() call
-_missing = {int(st) for st in SolverType} - TRAINABLE_SOLVERS
-if _missing:
-    raise ImportError(f"lcoding: no trainer registered for -s {sorted(_missing)}; "
-                      f"lcoding/_registry.py must import the module that provides it")
+
+
+def check_registry(trainable=TRAINABLE_SOLVERS) -> None:
+    """Every solver number of the option table trains: a module missing from the
+    imports above fails here, at import, instead of at the first train() call."""
+    missing = sorted(int(st) for st in SolverType if int(st) not in trainable)
+    if missing:
+        names = ", ".join(f"-s {st} ({SolverType(st).name})" for st in missing)
+        raise ImportError(f"lcoding: no trainer registered for {names}; "
+                          f"lcoding/_registry.py must import the module that provides it")
+
+
+check_registry()

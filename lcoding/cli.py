@@ -162,7 +162,7 @@ def _run(func, argv):
         stream = sys.stdout if ex.message.startswith("Usage") else sys.stderr
         stream.write(ex.message)
         return ex.code
-    except (ValueError, TypeError, NotImplementedError, ArithmeticError, MemoryError) as err:
+    except (ValueError, TypeError, ArithmeticError, MemoryError) as err:
         # ArithmeticError: a diverged SGD / k q-metrics run (FloatingPointError);
         # MemoryError: a kernel block that does not fit
         sys.stderr.write(f"ERROR: {err}\n")

@@ -211,9 +211,6 @@ def check_local_params(params: TrainParams) -> None:
         raise ValueError(f"-M {params.kmeans_batch}: must be >= 0")
     if params.kernel_map not in (0, 1, 2, 3):
         raise ValueError(f"-K {params.kernel_map}: kernel map must be 0, 1, 2 or 3")
-    if params.kernel_map != 0 and params.coding == 0:
-        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1, 2, 4, 5 or 6) or "
-                         f"-s 40, 41; -s {int(params.solver_type)} without -L does not use it")
     if params.kernel_map_order < 0:
         raise ValueError(f"-O {params.kernel_map_order}: must be >= 0")
     if st == SGD_SOLVER:

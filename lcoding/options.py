@@ -269,8 +269,9 @@ TRAIN_OPTIONS = (
     Option("-M", "kmeans_batch", int, "0", "mini-batch k-means with this batch size (0: Lloyd)",
            origin="lcoding", metavar="size"),
     Option("-K", "kernel_map", int, "0",
-           "additive kernel map before the local model (locally additive SVM; -L 1, 2, 6, "
-           "and before the SVD of the OCC planes -L 4, 5) or before the PCA of -s 40, 41: "
+           "additive kernel map before the local model (locally additive SVM; -L 1, 2, 6 "
+           "and -s 31 -L 2, 3; before the SVD of the OCC planes -L 4, 5) or before the PCA "
+           "of -s 40, 41: "
            "0 none, 1 intersection, 2 chi-squared, 3 Hellinger",
            origin="lcoding", metavar="kernel"),
     Option("-O", "kernel_map_order", int, "1",

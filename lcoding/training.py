@@ -17,7 +17,7 @@ import numpy as np
 from lcoding._validation import Rows
 from lcoding.coding import map_threads
 from lcoding.model import LinearModel
-from lcoding.options import (REGRESSION_SOLVERS, SolverType, TRAINABLE_SOLVERS, TrainParams,
+from lcoding.options import (REGRESSION_SOLVERS, SolverType, TrainParams,
                              check_parameter)
 from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Messages
 
@@ -85,17 +85,6 @@ def one_vs_rest_jobs(class_index, nr_class, weighted_C, C, n_rows):
             for c in range(nr_class)]
 
 
-def require_trainable(solver_type: int) -> None:
-    """Defensive check behind the import-time one of ``_registry``: every solver of
-    the option table has a trainer, so this only fires if a solver table was
-    changed at run time (the tests do so)."""
-    if solver_type not in TRAINABLE_SOLVERS:
-        name = SolverType(solver_type).name
-        raise NotImplementedError(
-            f"-s {solver_type} ({name}): no trainer is registered for this solver "
-            f"(lcoding/_registry.py imports the solver modules)")
-
-
 def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
                 seed_path: tuple = ()) -> LinearModel:
     """Train a LIBLINEAR model on validated data (``rows`` without bias column)."""
@@ -111,16 +100,15 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     if solver_type in (SolverType.KQ_METRICS, SolverType.KQ_FLATS):
         from lcoding.kq_metrics import train_kq_model
         return train_kq_model(y, rows, params, info, seed_path=seed_path)
+    if getattr(params, "kernel_map", 0) != 0 and getattr(params, "coding", 0) == 0:
+        # only the local codings and -s 40, 41 apply -K: refuse it instead of ignoring it
+        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1-6) or "
+                         f"-s 40, 41; -s {solver_type} without -L does not use it")
     if getattr(params, "coding", 0) != 0 or solver_type in (SolverType.L2R_L1LOSS_SVC_SGD,
                                                              SolverType.LLC_JOINT_SGD):
         # -s 31 -L 0 goes there too, to get the "-s 31 needs -L 2 or -L 3" error
         from lcoding.local_model import train_local_model
         return train_local_model(y, rows, params, info, seed_path=seed_path)
-    if getattr(params, "kernel_map", 0) != 0:
-        # the linear solvers never apply -K: refuse it instead of ignoring it
-        raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1, 2, 4, 5 or 6) or "
-                         f"-s 40, 41; -s {solver_type} without -L does not use it")
-    require_trainable(solver_type)
     info = info if info is not None else Messages(params.quiet)
     bias = float(params.bias)
     nr_feature = rows.n_features

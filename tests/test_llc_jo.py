@@ -158,6 +158,27 @@ def test_frozen_anchors_equal_llsvm_sgd(shared_data, coding, t0):
     np.testing.assert_allclose(values(joint, tX), values(sgd, tX), rtol=1e-9, atol=1e-9)
 
 
+@pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1", "-L 3 -u 2"])
+def test_kernel_map_equals_training_on_mapped_rows(shared_data, coding, tmp_path):
+    """-s 31 -K: anchors, codes and local models live on the mapped rows; the map is
+    stored in the model file and applied at prediction."""
+    from lcoding.coding import KernelMap
+    from lcoding.model_io import load_model_file, save_model_file
+    y, X, ty, tX = banana(shared_data, 600, 200)
+    X, tX = np.abs(X), np.abs(tX)           # the chi-squared map wants x >= 0
+    km = KernelMap(2, 1)
+    base = f"-s 31 {coding} -A 15 -B 1 -E 2 -c 10 -f 100 -P 10"
+    with_map = train(y, X, base + " -K 2 -O 1")
+    mapped = train_model(np.asarray(y, dtype=float), km(as_rows(X)),
+                         parse_train_options(base + " -q"))
+    np.testing.assert_array_equal(with_map.coding.anchors, mapped.coding.anchors)
+    np.testing.assert_array_equal(with_map.w, mapped.w)
+    np.testing.assert_array_equal(values(with_map, tX), mapped.decision_values(km(as_rows(tX))))
+    save_model_file(tmp_path / "m", with_map)
+    np.testing.assert_array_equal(values(load_model_file(tmp_path / "m"), tX),
+                                  values(with_map, tX))
+
+
 @pytest.mark.parametrize("solver", [1, 3, 30])
 def test_kstar_with_fixed_anchor_solvers(shared_data, solver):
     y, X, ty, tX = banana(shared_data)
