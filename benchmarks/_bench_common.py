@@ -25,6 +25,18 @@ class Clock:
         self.cpu = time.process_time() - self.c
 
 
+def timed_fit_predict(fit, predict):
+    """The final model of a peer, timed: ``fit()`` trains, ``predict(model)`` predicts
+    the test set.  Returns ``(model, prediction, train Clock, predict Clock,
+    [load average before, after])``."""
+    before = load_avg()
+    with Clock() as ct:
+        model = fit()
+    with Clock() as cp:
+        out = predict(model)
+    return model, out, ct, cp, [before, load_avg()]
+
+
 def read_records(path):
     """Newest record per (dataset, method) of the JSON-lines file."""
     latest = {}

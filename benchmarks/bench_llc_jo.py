@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _bench_common import Clock, load_avg, read_records
+from _bench_common import Clock, load_avg, read_records, timed_fit_predict
 
 from lcoding import datasets
 from lcoding._validation import as_rows
@@ -250,15 +250,12 @@ def run_linear(name, y, X, ty, tX, log):
         log(f"    val liblinear -s 1 -B 1 -c {c}: acc {acc:.2f}% hinge {hinge}")
         s = score(acc, hinge)
         best = (s, c) if best is None or s < best[0] else best
-    l0 = load_avg()
-    with Clock() as ct:
-        m = train(y, Xc, f"-s 1 -B 1 -c {best[1]} -q")
-    with Clock() as cp:
-        p, _, dv = predict(ty, tXc, m, "-q")
+    m, (p, _, dv), ct, cp, loads = timed_fit_predict(
+        lambda: train(y, Xc, f"-s 1 -B 1 -c {best[1]} -q"),
+        lambda m: predict(ty, tXc, m, "-q"))
     acc, hinge = metrics(ty, p, np.asarray(dv)[:, 0] if binary else None, m.get_labels()[0])
     return dict(opts=f"-s 1 -B 1 -c {best[1]}", acc=acc, hinge=hinge, train_s=ct.wall,
-                train_cpu_s=ct.cpu, predict_us=1e6 * cp.wall / tX.n_rows,
-                load=[l0, load_avg()])
+                train_cpu_s=ct.cpu, predict_us=1e6 * cp.wall / tX.n_rows, load=loads)
 
 
 def run_rbf(name, y, X, ty, tX, log):
@@ -276,15 +273,13 @@ def run_rbf(name, y, X, ty, tX, log):
         log(f"    val libsvm -c {c} -g {g}: acc {acc:.2f}% hinge {hinge}")
         s = score(acc, hinge)
         best = (s, c, g) if best is None or s < best[0] else best
-    l0 = load_avg()
-    with Clock() as ct:
-        m = svm_train(y, Xc, f"-t 2 -c {best[1]} -g {best[2]} -m 1000 -q")
-    with Clock() as cp:
-        p, _, dv = svm_predict(ty, tXc, m, "-q")
+    m, (p, _, dv), ct, cp, loads = timed_fit_predict(
+        lambda: svm_train(y, Xc, f"-t 2 -c {best[1]} -g {best[2]} -m 1000 -q"),
+        lambda m: svm_predict(ty, tXc, m, "-q"))
     acc, hinge = metrics(ty, p, np.asarray(dv)[:, 0] if binary else None, m.get_labels()[0])
     return dict(opts=f"-t 2 -c {best[1]} -g {best[2]}", acc=acc, hinge=hinge, train_s=ct.wall,
                 train_cpu_s=ct.cpu, predict_us=1e6 * cp.wall / tX.n_rows, n_sv=int(m.l),
-                load=[l0, load_avg()])
+                load=loads)
 
 
 # ------------------------------------------------------------------- report

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _bench_common import Clock, load_avg, read_records
+from _bench_common import Clock, load_avg, read_records, timed_fit_predict
 
 from lcoding import datasets
 from lcoding.options import parse_train_options
@@ -173,14 +173,12 @@ def run_liblinear(name, y, X, ty, tX, log):
         e = err(p, y[val])
         log(f"    val liblinear -s 1 -B 1 -c {c}: {e:.2f}%")
         best = (e, c) if best is None or e < best[0] else best
-    l0 = load_avg()
-    with Clock() as ct:
-        m = train(y, Xc, f"-s 1 -B 1 -c {best[1]} -q")
-    with Clock() as cp:
-        p, _, _ = predict(ty, tXc, m, "-q")
+    _, (p, _, _), ct, cp, loads = timed_fit_predict(
+        lambda: train(y, Xc, f"-s 1 -B 1 -c {best[1]} -q"),
+        lambda m: predict(ty, tXc, m, "-q"))
     return dict(err=err(p, ty), train_s=ct.wall, train_cpu_s=ct.cpu,
                 predict_us=1e6 * cp.wall / tX.n_rows, opts=f"-s 1 -B 1 -c {best[1]}",
-                load=[l0, load_avg()])
+                load=loads)
 
 
 def run_libsvm(name, y, X, ty, tX, log):
@@ -201,15 +199,12 @@ def run_libsvm(name, y, X, ty, tX, log):
             e = err(p, y[val])
             log(f"    val libsvm -c {c} -g {g}: {e:.2f}%")
             best = (e, c, g) if best is None or e < best[0] else best
-    l0 = load_avg()
-    with Clock() as ct:
-        m = svm_train(y, Xc, f"-t 2 -c {best[1]} -g {best[2]} -m 2000 -q")
-    with Clock() as cp:
-        p, _, _ = svm_predict(ty, tXc, m, "-q")
+    m, (p, _, _), ct, cp, loads = timed_fit_predict(
+        lambda: svm_train(y, Xc, f"-t 2 -c {best[1]} -g {best[2]} -m 2000 -q"),
+        lambda m: svm_predict(ty, tXc, m, "-q"))
     return dict(err=err(p, ty), train_s=ct.wall, train_cpu_s=ct.cpu,
                 predict_us=1e6 * cp.wall / tX.n_rows,
-                opts=f"-t 2 -c {best[1]} -g {best[2]} ({note})", n_sv=int(m.l),
-                load=[l0, load_avg()])
+                opts=f"-t 2 -c {best[1]} -g {best[2]} ({note})", n_sv=int(m.l), load=loads)
 
 
 def run_nystroem(name, y, X, ty, tX, log):
