@@ -326,13 +326,8 @@ class KernelExpansionModel(Model):
         if points.ndim != 2 or points.shape[1] != self.nr_feature:
             raise ValueError(f"points have shape {points.shape}, expected (m, {self.nr_feature})")
         self.points = points
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        if w.ndim == 1:
-            w = w.reshape(-1, 1)
-        expected = (points.shape[0] + (1 if self.bias >= 0 else 0), self.nr_w)
-        if w.shape != expected:
-            raise ValueError(f"weight matrix has shape {w.shape}, expected {expected}")
-        self.w = w
+        self.w = self._checked_weights(w, points.shape[0] + (1 if self.bias >= 0 else 0),
+                                       self.nr_w, vector_ok=True)
         self._points_sq = np.einsum("ij,ij->i", points, points)
 
     @property

@@ -73,11 +73,7 @@ class LocalModel(Model):
         dim = nr_feature if kernel_map is None else kernel_map.output_features(nr_feature)
         if coding.dim != dim:
             raise ValueError(f"anchors have {coding.dim} columns, expected {dim}")
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        expected = (coding.n_anchors * self.stride, self.nr_w)
-        if w.shape != expected:
-            raise ValueError(f"weight matrix has shape {w.shape}, expected {expected}")
-        self.w = w
+        self.w = self._checked_weights(w, coding.n_anchors * self.stride, self.nr_w)
 
     @property
     def dim(self) -> int:

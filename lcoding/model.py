@@ -33,6 +33,17 @@ class Model(abc.ABC):
         self.nr_feature = int(nr_feature)
         self.bias = float(bias)
 
+    @staticmethod
+    def _checked_weights(w, rows: int, nr_w: int, vector_ok: bool = False) -> np.ndarray:
+        """``w`` as a C-contiguous float64 ``(rows, nr_w)`` matrix (with ``vector_ok``
+        a vector is one column), or a ValueError naming both shapes."""
+        w = np.ascontiguousarray(w, dtype=np.float64)
+        if vector_ok and w.ndim == 1:
+            w = w.reshape(-1, 1)
+        if w.shape != (rows, nr_w):
+            raise ValueError(f"weight matrix has shape {w.shape}, expected {(rows, nr_w)}")
+        return w
+
     def is_regression_model(self) -> bool:
         return self.solver_type in REGRESSION_SOLVERS
 
@@ -88,13 +99,8 @@ class LinearModel(Model):
         self._set_header(solver_type, nr_class, label, nr_feature, bias)
         self.rho = float(rho)
         self.param = param
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        if w.ndim == 1:
-            w = w.reshape(-1, 1)
-        expected = (self.nr_feature + (1 if self.bias >= 0 else 0), self.nr_w)
-        if w.shape != expected:
-            raise ValueError(f"weight matrix has shape {w.shape}, expected {expected}")
-        self.w = w
+        self.w = self._checked_weights(w, self.nr_feature + (1 if self.bias >= 0 else 0),
+                                       self.nr_w, vector_ok=True)
 
     @property
     def w_size(self) -> int:

@@ -190,11 +190,7 @@ class OCCModel(Model):
         if classifier == LINEAR_ALL_CODES and coding_name != "C_OCC":
             raise ValueError(f"occ_classifier {classifier} needs coding C_OCC")
         self.planes, self.sigma = planes, sigma
-        w = np.ascontiguousarray(w, dtype=np.float64)
-        expected = (self.w_size, self.nr_w)
-        if w.shape != expected:
-            raise ValueError(f"weight matrix has shape {w.shape}, expected {expected}")
-        self.w = w
+        self.w = self._checked_weights(w, self.w_size, self.nr_w)
 
     @property
     def dim(self) -> int:
