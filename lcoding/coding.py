@@ -93,6 +93,16 @@ def map_threads(fn, items, n_threads: int) -> list:
     return [fn(item) for item in items]
 
 
+def kernel_map_of(params) -> "KernelMap | None":
+    """The additive kernel map that ``-K`` / ``-O`` of ``params`` ask for (None for
+    ``-K 0``), both options checked, for the locally linear trainers."""
+    if params.kernel_map not in (0, 1, 2, 3):
+        raise ValueError(f"-K {params.kernel_map}: kernel map must be 0, 1, 2 or 3")
+    if params.kernel_map_order < 0:
+        raise ValueError(f"-O {params.kernel_map_order}: must be >= 0")
+    return KernelMap(params.kernel_map, params.kernel_map_order) if params.kernel_map else None
+
+
 def run_ranges(work, n: int, n_threads: int) -> None:
     """``work((start, stop))`` over the :func:`split_ranges` of ``n`` rows, in
     ``n_threads`` threads (the kernels release the GIL)."""

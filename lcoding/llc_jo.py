@@ -29,7 +29,7 @@ import numpy as np
 from lcoding import _joint_sgd
 from lcoding._validation import Rows
 from lcoding.anchors import learn_anchors
-from lcoding.coding import KernelMap, single_threaded_blas
+from lcoding.coding import kernel_map_of, single_threaded_blas
 from lcoding.kstar import KSTAR_CODING, make_coder
 from lcoding.options import SolverType, TrainParams
 from lcoding.sgd import CALIBRATION_STREAM, calibrate_t0, check_sgd_params
@@ -53,10 +53,7 @@ def check_joint_params(params: TrainParams) -> None:
     if params.anchor_grad not in GRADIENT_NAMES:
         raise ValueError(f"-j {params.anchor_grad}: anchor gradient must be 0 (exact), "
                          f"1 (seed) or 2 (reference code)")
-    if params.kernel_map not in (0, 1, 2, 3):
-        raise ValueError(f"-K {params.kernel_map}: kernel map must be 0, 1, 2 or 3")
-    if params.kernel_map_order < 0:
-        raise ValueError(f"-O {params.kernel_map_order}: must be >= 0")
+    kernel_map_of(params)           # checks -K and -O
     if params.coding_param < 0:
         raise ValueError(f"-u {params.coding_param}: must be >= 0 for -s 31")
 
@@ -88,9 +85,8 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     info = info if info is not None else Messages(params.quiet)
     bias = float(params.bias)
     nr_feature = rows.n_features
-    kernel_map = None
-    if params.kernel_map != 0:      # -K: anchors, codes and local models on the mapped rows
-        kernel_map = KernelMap(params.kernel_map, params.kernel_map_order)
+    kernel_map = kernel_map_of(params)
+    if kernel_map is not None:      # -K: anchors, codes and local models on the mapped rows
         rows = kernel_map(rows)
     n, d = rows.n_rows, rows.n_features
     labels, class_index = group_classes(y)

@@ -27,8 +27,8 @@ import numpy as np
 from lcoding import _knn
 from lcoding._validation import Rows
 from lcoding.anchors import learn_anchors
-from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KernelMap, LocalCoding, map_threads,
-                            run_ranges, single_threaded_blas)
+from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KernelMap, LocalCoding, kernel_map_of,
+                            map_threads, run_ranges, single_threaded_blas)
 from lcoding.kstar import KSTAR_CODING, KSTAR_NAME, make_coder
 from lcoding.model import LinearModel, Model
 from lcoding.options import SolverType, TrainParams
@@ -205,10 +205,7 @@ def check_local_params(params: TrainParams) -> None:
         raise ValueError(f"-I {params.kmeans_iter}: must be >= 0")
     if params.kmeans_batch < 0:
         raise ValueError(f"-M {params.kmeans_batch}: must be >= 0")
-    if params.kernel_map not in (0, 1, 2, 3):
-        raise ValueError(f"-K {params.kernel_map}: kernel map must be 0, 1, 2 or 3")
-    if params.kernel_map_order < 0:
-        raise ValueError(f"-O {params.kernel_map_order}: must be >= 0")
+    kernel_map_of(params)           # checks -K and -O
     if st == SGD_SOLVER:
         check_sgd_params(params)
 
@@ -243,9 +240,8 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
     nr_class = labels.size
     weighted_C = _weighted_C(labels, params)
 
-    kernel_map = None
-    if params.kernel_map != 0:
-        kernel_map = KernelMap(params.kernel_map, params.kernel_map_order)
+    kernel_map = kernel_map_of(params)
+    if kernel_map is not None:
         rows = kernel_map(rows)
     dim = rows.n_features
 

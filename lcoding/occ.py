@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcoding._validation import Rows
-from lcoding.coding import KernelMap, is_dense, map_threads, single_threaded_blas
+from lcoding.coding import KernelMap, is_dense, kernel_map_of, map_threads, single_threaded_blas
 from lcoding.model import Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.solvers import (BINARY_SOLVERS, BinaryProblem, Coding, LOCAL_CAP_REMEDY, Messages,
@@ -395,10 +395,7 @@ def check_occ_params(params: TrainParams) -> None:
     if params.coding_param == 2.0 and params.coding != 5:
         raise ValueError(f"-u 2 (linear SVM on all classes' codes) needs -L 5, "
                          f"not -L {params.coding}")
-    if params.kernel_map not in (0, 1, 2, 3):
-        raise ValueError(f"-K {params.kernel_map}: kernel map must be 0, 1, 2 or 3")
-    if params.kernel_map_order < 0:
-        raise ValueError(f"-O {params.kernel_map_order}: must be >= 0")
+    kernel_map_of(params)           # checks -K and -O
     if params.n_threads < 1:
         raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
     if st == SGD_SOLVER:
@@ -425,9 +422,8 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     st = int(params.solver_type)
     bias = float(params.bias)
     nr_feature = rows.n_features
-    kernel_map = None
-    if params.kernel_map != 0:      # -K: the additive kernel map first (as for -L 1, 2, 6)
-        kernel_map = KernelMap(params.kernel_map, params.kernel_map_order)
+    kernel_map = kernel_map_of(params)
+    if kernel_map is not None:      # -K: the additive kernel map first (as for -L 1, 2, 6)
         rows = kernel_map(rows)
     M = int(params.n_anchors)
     labels, class_index = group_classes(y)
