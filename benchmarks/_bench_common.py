@@ -7,6 +7,8 @@ import os
 import time
 from pathlib import Path
 
+import numpy as np
+
 
 def load_avg() -> float:
     """The 1-minute load average, recorded next to every timing."""
@@ -35,6 +37,14 @@ def timed_fit_predict(fit, predict):
     with Clock() as cp:
         out = predict(model)
     return model, out, ct, cp, [before, load_avg()]
+
+
+def cv_splits(n, folds, seed=0):
+    """``folds`` (train, validation) sorted index pairs of a seeded permutation of
+    ``range(n)``: every row is validated exactly once."""
+    parts = np.array_split(np.random.default_rng(seed).permutation(n), folds)
+    return [(np.sort(np.concatenate(parts[:f] + parts[f + 1:])), np.sort(parts[f]))
+            for f in range(folds)]
 
 
 def read_records(path):

@@ -26,7 +26,7 @@ RUNS = [
     ("w8a", "-s 1 -B 1", "linear SVM, L2 loss (dual CD)"),
     ("usps", "-s 1 -B 1", "linear SVM, one-vs-rest, 10 classes"),
     ("usps", "-s 1 -L 1 -A 100 -k 8 -B 1", "LL-SVM, one-vs-rest, 10 classes"),
-    ("usps", "-s 1 -L 2 -a 3 -A 200 -k 30 -u 0.1 -c 10 -B 1 -m 2",
+    ("usps", "-s 1 -L 2 -a 2 -A 200 -k 45 -u 0.1 -K 1 -c 10 -B 1 -m 2",
      "LL-SVM, Gaussian coding (docs/llsvm.md's setting)"),
     ("usps", "-s 1 -L 4 -A 40 -c 10 -B 1", "anchor planes: G-OCC, LIB-LLSVM"),
     ("letter", "-s 1 -L 2 -a 0 -A 400 -k 20 -u 0.1 -c 1 -B 1 -m 2",
