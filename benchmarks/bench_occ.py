@@ -200,6 +200,25 @@ def newest(name, method):
     return rec
 
 
+def validation_parts(name, r):
+    """``(train idx, validation idx, train rows, validation rows)`` of the data set's
+    validation protocol (``CV_FOLDS`` folds or the 80/20 split), and the fold count."""
+    folds = CV_FOLDS.get(name)
+    splits = [split(r.n_rows)] if folds is None else cv_splits(r.n_rows, folds)
+    return [(tr_i, va_i, r.take(tr_i), r.take(va_i)) for tr_i, va_i in splits], folds
+
+
+def validation_error(backend, y, parts, opts):
+    """(error % over all validation rows of ``parts``, summed training seconds)."""
+    wrong, wall = 0, 0.0
+    for tr_i, va_i, r_tr, r_va in parts:
+        with Clock() as c:
+            m = backend.fit(y[tr_i], r_tr, opts)
+        wrong += int(np.sum(np.asarray(backend.predict(m, r_va)) != y[va_i]))
+        wall += c.wall
+    return 100.0 * wrong / sum(len(p[1]) for p in parts), wall
+
+
 def run_curve(name, method, planes, data):
     """Extra validation points (planes only, the rest of the newest record's chosen
     options kept) for the Fig. 2 plot; recorded as method ``curve:<method>``."""
@@ -207,15 +226,13 @@ def run_curve(name, method, planes, data):
     old = newest(name, method)
     tok = old["options"].split()
     base = " ".join(f"{k} {v}" for k, v in zip(tok[::2], tok[1::2]) if k not in ("-A", "-S"))
-    tr_i, va_i = split(r.n_rows)
-    r_tr, r_va = r.take(tr_i), r.take(va_i)
+    parts, folds = validation_parts(name, r)
     curve = []
     for M in planes:
         opts = f"{base} -A {M}"
-        with Clock() as c:
-            m = Lcoding().fit(y[tr_i], r_tr, opts)
-        curve.append({"-A": M, "val_error": error(Lcoding().predict(m, r_va), y[va_i]),
-                      "train_s": c.wall, "options": opts})
+        e, wall = validation_error(Lcoding(), y, parts, opts)
+        curve.append({"-A": M, "val_error": e, "train_s": wall, "options": opts,
+                      **({"folds": folds} if folds else {})})
         print(json.dumps({"dataset": name, "method": method, "curve": curve[-1]}), flush=True)
     rec = {"dataset": name, "method": f"curve:{method}", "curve": curve, "train_cpu_s": None,
            "loadavg": [round(os.getloadavg()[0], 2)], "time": time.strftime("%Y-%m-%d %H:%M:%S")}
@@ -235,18 +252,9 @@ def run(name, method, data, retime=False):
         old = newest(name, method)
         curve, opts = old["curve"], old["options"]
     elif len(points) > 1:
-        folds = CV_FOLDS.get(name)
-        splits = [split(r.n_rows)] if folds is None else cv_splits(r.n_rows, folds)
-        parts = [(tr_i, va_i, r.take(tr_i), r.take(va_i)) for tr_i, va_i in splits]
+        parts, folds = validation_parts(name, r)
         for k, pt in enumerate(points):
-            opts = opts_of(base, pt)
-            wrong, wall = 0, 0.0
-            for tr_i, va_i, r_tr, r_va in parts:
-                with Clock() as c:
-                    m = backend.fit(y[tr_i], r_tr, opts)
-                wrong += int(np.sum(np.asarray(backend.predict(m, r_va)) != y[va_i]))
-                wall += c.wall
-            e = 100.0 * wrong / sum(len(p[1]) for p in parts)
+            e, wall = validation_error(backend, y, parts, opts_of(base, pt))
             curve.append({**pt, "val_error": e, "train_s": wall, "k": k,
                           **({"folds": folds} if folds else {})})
             print(json.dumps({"dataset": name, "method": method, "val": curve[-1]}), flush=True)
