@@ -479,7 +479,7 @@ def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> Non
     if int(params.solver_type) in (SolverType.LLC_JOINT_SGD, SolverType.KQ_METRICS,
                                    SolverType.KQ_FLATS):
         raise ValueError(f"-s {params.solver_type} cannot follow a kernel map (-t/-H/-J): the "
-                         f"mapped rows go to a linear solver (-s 0-7, 11-13, 21 or 30)")
+                         f"mapped rows go to a linear solver (-s 0-7, 11-13, 21, 30 or 32)")
     if params.kernel_map != 0:
         raise ValueError(f"-K {params.kernel_map}: the additive kernel map cannot be combined "
                          f"with -t/-H")

@@ -31,15 +31,14 @@ from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KernelMap, LocalCoding
                             map_threads, run_ranges, single_threaded_blas)
 from lcoding.kstar import KSTAR_CODING, KSTAR_NAME, make_coder
 from lcoding.model import LinearModel, Model
-from lcoding.options import SolverType, TrainParams
+from lcoding.options import SGD_SOLVERS, SolverType, TrainParams
 from lcoding.sgd import check_sgd_params, solve_sgd_hinge
 from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Coding, Messages
 
 FORMAT_VERSION = "1"
-SGD_SOLVER = int(SolverType.L2R_L1LOSS_SVC_SGD)
 # -s values that train a locally linear model
 LOCAL_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
-                           int(SolverType.L2R_L1LOSS_SVC_DUAL), SGD_SOLVER})
+                           int(SolverType.L2R_L1LOSS_SVC_DUAL)}) | SGD_SOLVERS
 
 # seed purposes (lcoding.training.rng_state paths)
 _PURPOSE_SOLVER = 1      # same path as training.py, so -A 1 -k 1 equals the linear solver
@@ -188,7 +187,7 @@ def check_local_params(params: TrainParams) -> None:
     if st not in LOCAL_SOLVERS:
         raise ValueError(
             f"-s {st} ({SolverType(st).name}) with -L {params.coding}: locally linear "
-            f"training supports -s 1, 3 and 30")
+            f"training supports -s 1, 3, 30 and 32")
     if params.coding not in (0, KSTAR_CODING) and params.coding not in CODING_NAMES:
         raise ValueError(
             f"-L {params.coding}: this coding is not available in this version of lcoding "
@@ -206,12 +205,12 @@ def check_local_params(params: TrainParams) -> None:
     if params.kmeans_batch < 0:
         raise ValueError(f"-M {params.kmeans_batch}: must be >= 0")
     kernel_map_of(params)           # checks -K and -O
-    if st == SGD_SOLVER:
+    if st in SGD_SOLVERS:
         check_sgd_params(params)
 
 
 def _binary_solver(solver_type: int):
-    if solver_type == SGD_SOLVER:
+    if solver_type in SGD_SOLVERS:
         return solve_sgd_hinge
     return BINARY_SOLVERS[solver_type]
 

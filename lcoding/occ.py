@@ -39,18 +39,17 @@ import scipy.sparse as sp
 from lcoding._validation import Rows
 from lcoding.coding import KernelMap, is_dense, kernel_map_of, map_threads, single_threaded_blas
 from lcoding.model import Model
-from lcoding.options import SolverType, TrainParams
+from lcoding.options import SGD_SOLVERS, SolverType, TrainParams
 from lcoding.solvers import (BINARY_SOLVERS, BinaryProblem, Coding, LOCAL_CAP_REMEDY, Messages,
                              SolveResult, solve_l2r_l1l2_svc)
 
 FORMAT_VERSION = "1"
 OCC_CODINGS = {4: "G_OCC", 5: "C_OCC"}
 OCC_BY_NAME = {name: kind for kind, name in OCC_CODINGS.items()}
-SGD_SOLVER = int(SolverType.L2R_L1LOSS_SVC_SGD)
 # the linear SVM on the (few, dense) codes may also use LIBLINEAR's primal Newton -s 2
 PRIMAL_L2_SOLVER = int(SolverType.L2R_L2LOSS_SVC)
 OCC_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
-                         int(SolverType.L2R_L1LOSS_SVC_DUAL), SGD_SOLVER})
+                         int(SolverType.L2R_L1LOSS_SVC_DUAL)}) | SGD_SOLVERS
 # classifier on the codes, written to model files as occ_classifier
 LIB_LLSVM, PEG_LLSVM, LINEAR_CODES = "LIB_LLSVM", "PEG_LLSVM", "LINEAR_CODES"
 LINEAR_ALL_CODES = "LINEAR_ALL_CODES"     # C-OCC, -u 2: linear SVM on all classes' codes
@@ -379,7 +378,7 @@ def check_occ_params(params: TrainParams) -> None:
     linear_on_codes = params.coding_param in (0.0, 2.0)
     if st not in OCC_SOLVERS and not (linear_on_codes and st == PRIMAL_L2_SOLVER):
         raise ValueError(f"-s {st} ({SolverType(st).name}) with -L {params.coding}: "
-                         f"OCC training supports -s 1, 3 and 30 (and -s 2 with -u 0 or 2)")
+                         f"OCC training supports -s 1, 3, 30 and 32 (and -s 2 with -u 0 or 2)")
     if params.coding not in OCC_CODINGS:
         raise ValueError(f"-L {params.coding} is not an OCC coding (4 or 5)")
     if params.n_anchors < 1:
@@ -389,16 +388,16 @@ def check_occ_params(params: TrainParams) -> None:
                          f"(locally linear on gamma (x) x), 0 (linear SVM on the codes), 2 "
                          f"(-L 5: linear SVM on all classes' codes) or 3 (1 with a bias "
                          f"per plane)")
-    if params.coding_param == 3.0 and (st == SGD_SOLVER or not params.bias >= 0):
-        raise ValueError(f"-u 3 (a bias per plane) needs -s 1 or 3 and -B >= 0 (-s 30 "
-                         f"always has one bias per plane)")
+    if params.coding_param == 3.0 and (st in SGD_SOLVERS or not params.bias >= 0):
+        raise ValueError(f"-u 3 (a bias per plane) needs -s 1 or 3 and -B >= 0 (-s 30 and "
+                         f"32 always have one bias per plane)")
     if params.coding_param == 2.0 and params.coding != 5:
         raise ValueError(f"-u 2 (linear SVM on all classes' codes) needs -L 5, "
                          f"not -L {params.coding}")
     kernel_map_of(params)           # checks -K and -O
     if params.n_threads < 1:
         raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
-    if st == SGD_SOLVER:
+    if st in SGD_SOLVERS:
         from lcoding.sgd import check_sgd_params
         check_sgd_params(params)
 
@@ -438,7 +437,7 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     elif params.coding_param == 3.0:
         kind = LIB_LLSVM_PB
     else:
-        kind = PEG_LLSVM if st == SGD_SOLVER else LIB_LLSVM
+        kind = PEG_LLSVM if st in SGD_SOLVERS else LIB_LLSVM
 
     def basis(c: int | None):
         sub = rows if c is None else rows.take(np.flatnonzero(class_index == c))
@@ -489,7 +488,7 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
         prob = BinaryProblem(_code_rows(codes), y_pm, Cp, Cn, bias, state)
         if st == PRIMAL_L2_SOLVER:
             import lcoding.solvers_newton  # noqa: F401  (registers -s 2)
-        solver = solve_sgd_hinge if st == SGD_SOLVER else BINARY_SOLVERS[st]
+        solver = solve_sgd_hinge if st in SGD_SOLVERS else BINARY_SOLVERS[st]
         return solver(prob, params, info).w
 
     w = np.column_stack(map_threads(solve, jobs, params.n_threads))

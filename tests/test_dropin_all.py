@@ -97,14 +97,16 @@ CASES = (
     # SGD, linear and locally linear (LL-SVM codings -L 1, 2, 3, 6)
     + _both("-s 30", "-s 30 -L 0 -B 1",
             "-s 1 -L 1 -A 8 -k 3 -B 1", "-s 3 -L 2 -A 8 -k 3 -u 0.5", "-s 1 -L 3 -A 8 -u 2 -B 1",
-            "-s 3 -L 6 -A 8 -k 3", "-s 30 -L 1 -A 8 -k 3 -B 1 -T 1000", "-s 30 -L 3 -A 6")
+            "-s 3 -L 6 -A 8 -k 3", "-s 30 -L 1 -A 8 -k 3 -B 1 -T 1000", "-s 30 -L 3 -A 6",
+            "-s 32 -L 2 -A 8 -k 3 -B 1 -E 3", "-s 32 -B 1")
     + [("-s 1 -L 1 -A 8 -k 3 -a 2 -M 20", "multi"), ("-s 1 -L 1 -A 8 -k 3 -m 2", "multi")]
     # additive kernel maps before the local model
     + [("-s 1 -L 1 -A 8 -k 3 -K 1", "bin+"), ("-s 3 -L 2 -A 8 -k 3 -K 2 -O 1 -B 1", "multi+"),
        ("-s 30 -L 6 -A 8 -k 3 -K 3 -O 2", "multi+")]
     # OCC anchor planes -L 4 / 5 with -u 0, 1, 2, 3
     + _both("-s 1 -L 4 -A 2", "-s 3 -L 5 -A 2 -B 1", "-s 1 -L 4 -A 2 -u 0",
-            "-s 2 -L 5 -A 2 -u 2 -B 1", "-s 1 -L 4 -A 3 -u 3 -B 1", "-s 30 -L 4 -A 2 -B 1")
+            "-s 2 -L 5 -A 2 -u 2 -B 1", "-s 1 -L 4 -A 3 -u 3 -B 1", "-s 30 -L 4 -A 2 -B 1",
+            "-s 32 -L 5 -A 2 -B 1")
     + [("-s 3 -L 5 -A 2 -u 2", "multi"), ("-s 3 -L 5 -A 2 -u 3 -B 1", "multi"),
        ("-s 30 -L 5 -A 2 -u 0", "multi"), ("-s 1 -L 5 -A 2 -m 2", "multi")]
     # joint SGD of weights and anchors

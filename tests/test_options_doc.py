@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from lcoding.options import TRAIN_OPTIONS, options_markdown, train_usage
+from lcoding.options import SolverType, TRAIN_OPTIONS, options_markdown, train_usage
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "options.md"
 
@@ -19,6 +19,13 @@ def test_every_option_is_in_the_usage_text():
     usage = train_usage()
     for opt in TRAIN_OPTIONS:
         assert f"\n{opt.flag} " in usage or usage.startswith(opt.flag)
+
+
+def test_every_solver_is_in_the_usage_text():
+    # the -s list of the usage text is written by hand per group: none may be left out
+    usage = train_usage()
+    for st in SolverType:
+        assert f"\t{int(st):2d} -- " in usage, st.name
 
 
 def test_option_letters_are_unique():
