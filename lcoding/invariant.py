@@ -47,7 +47,7 @@ import scipy.linalg
 from lcoding import _kernel_svm, _kernels
 from lcoding._validation import Rows, as_labels, as_rows, rows_from_dense
 from lcoding.model import LinearModel, Model
-from lcoding.options import SolverType, TrainParams, parse_train_options
+from lcoding.options import JOINT_SOLVERS, SolverType, TrainParams, parse_train_options
 from lcoding.solvers import Messages
 
 FORMAT_VERSION = "1"
@@ -476,8 +476,7 @@ def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> Non
                          f"with -s 3 (hinge loss, LIBSVM's C-SVC) or -s 1 (squared hinge)")
     if params.coding != 0:
         raise ValueError(f"-L {params.coding}: a local coding cannot follow a kernel map (-t/-H)")
-    if int(params.solver_type) in (SolverType.LLC_JOINT_SGD, SolverType.KQ_METRICS,
-                                   SolverType.KQ_FLATS):
+    if int(params.solver_type) in JOINT_SOLVERS | {SolverType.KQ_METRICS, SolverType.KQ_FLATS}:
         raise ValueError(f"-s {params.solver_type} cannot follow a kernel map (-t/-H/-J): the "
                          f"mapped rows go to a linear solver (-s 0-7, 11-13, 21, 30 or 32)")
     if params.kernel_map != 0:

@@ -15,6 +15,12 @@ Multi-class: shared anchors, per-class W_c, b_c (one-vs-rest +-1 targets, loss
 summed over classes), anchor steps summed over the violated classes; ``-wi`` as in
 LIBLINEAR's one-vs-rest (problem c: rows of class c weighted weight_c * C, the rest C).
 
+``-s 33`` runs the same updates and returns the tail average (as ``-s 32`` does for
+``-s 30``, lcoding/sgd.py): W, b and the anchors averaged over their values at the
+ends of epochs ``floor(E/2) + 1 .. E``, so ``-s 33 -E 4`` is the mean of the
+``-s 31 -E 3`` and ``-s 31 -E 4`` models' parameters.  The training curve and
+``epoch_callback`` see the iterates as ``-s 31`` does.
+
 The model is a :class:`~lcoding.local_model.LocalModel` (learned anchors and
 mu / beta in the model file); :attr:`training_curve` holds the progressive
 hinge loss (mean over rows of the per-row loss summed over classes, measured
@@ -35,7 +41,6 @@ from lcoding.options import SolverType, TrainParams
 from lcoding.sgd import CALIBRATION_STREAM, calibrate_t0, check_sgd_params
 from lcoding.solvers import Messages
 
-JOINT_SOLVER = int(SolverType.LLC_JOINT_SGD)
 GAUSSIAN_CODING = 2
 JOINT_CODINGS = (GAUSSIAN_CODING, KSTAR_CODING)
 GRADIENT_NAMES = {0: "exact", 1: "seed", 2: "code"}
@@ -46,7 +51,8 @@ _PURPOSE_ANCHORS = 10
 
 def check_joint_params(params: TrainParams) -> None:
     if params.coding not in JOINT_CODINGS:
-        raise ValueError(f"-s 31 needs -L 2 (LLC-SAPL) or -L 3 (LLC-JO), got -L {params.coding}")
+        raise ValueError(f"-s {int(params.solver_type)} needs -L 2 (LLC-SAPL) or -L 3 "
+                         f"(LLC-JO), got -L {params.coding}")
     check_sgd_params(params)
     if not np.isfinite(params.anchor_lr) or params.anchor_lr < 0:
         raise ValueError(f"-f {params.anchor_lr}: the anchor learning rate must be finite and >= 0")
@@ -55,7 +61,8 @@ def check_joint_params(params: TrainParams) -> None:
                          f"1 (seed) or 2 (reference code)")
     kernel_map_of(params)           # checks -K and -O
     if params.coding_param < 0:
-        raise ValueError(f"-u {params.coding_param}: must be >= 0 for -s 31")
+        raise ValueError(f"-u {params.coding_param}: must be >= 0 for "
+                         f"-s {int(params.solver_type)}")
 
 
 def _automatic_t0(rows: Rows, V: np.ndarray, k: int, params: TrainParams, Y: np.ndarray,
@@ -77,8 +84,8 @@ def _automatic_t0(rows: Rows, V: np.ndarray, k: int, params: TrainParams, Y: np.
 
 def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
                 seed_path: tuple = (), epoch_callback=None):
-    """Train ``-s 31``.  ``epoch_callback(epoch, model)``, if given, sees a model
-    snapshot after every epoch (for test curves)."""
+    """Train ``-s 31`` or ``-s 33``.  ``epoch_callback(epoch, model)``, if given, sees
+    a model of the current iterate after every epoch (for test curves)."""
     from lcoding.local_model import LocalModel
     from lcoding.training import _weighted_C, group_classes, one_vs_rest_jobs, rng_state
     check_joint_params(params)
@@ -123,19 +130,23 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     curve = {"hinge": [], "mean_kstar": []}
     data, indices, indptr = rows.data, rows.indices, rows.indptr
 
-    def snapshot():
+    def snapshot(W_now, b_now, V_now):
+        """The model of weights ``W_now`` (unscaled), biases and anchors."""
         w = np.zeros((m, d + (1 if bias >= 0 else 0), nr_w))
         for c in range(nr_w):
-            w[:, :d, c] = W[c].reshape(m, d) * state[0]
+            w[:, :d, c] = W_now[c].reshape(m, d)
             if bias >= 0:
-                w[:, d, c] = b[c]
-        coder = make_coder(params.coding, V, k, params.coding_param)
-        model = LocalModel(JOINT_SOLVER, nr_class, labels, nr_feature, bias, coder,
+                w[:, d, c] = b_now[c]
+        coder = make_coder(params.coding, V_now, k, params.coding_param)
+        model = LocalModel(int(params.solver_type), nr_class, labels, nr_feature, bias, coder,
                            w.reshape(m * w.shape[1], nr_w), kernel_map=kernel_map,
                            param=params)
         model.training_curve = {key: list(val) for key, val in curve.items()}
         return model
 
+    averaged = int(params.solver_type) == int(SolverType.LLC_JOINT_SGD_AVERAGED)
+    first_averaged = params.epochs // 2          # 0-based index of the first tail epoch
+    sums = [np.zeros_like(W), np.zeros_like(b), np.zeros_like(V)] if averaged else None
     for epoch in range(params.epochs):
         rng.shuffle(order)
         loss, n_viol, kst = _joint_sgd.joint_epoch(
@@ -143,12 +154,20 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
             int(params.coding), float(params.coding_param), k, int(params.anchor_grad),
             lam, t0, float(params.skip), bias, float(params.anchor_lr))
         if not (np.isfinite(loss) and np.isfinite(V).all()):
-            raise FloatingPointError(f"-s 31 diverged in epoch {epoch + 1}; try a larger -T, "
-                                     f"a smaller -f or a smaller -c")
+            raise FloatingPointError(f"-s {int(params.solver_type)} diverged in epoch "
+                                     f"{epoch + 1}; try a larger -T, a smaller -f or a "
+                                     f"smaller -c")
+        if averaged and epoch >= first_averaged:
+            sums[0] += W * state[0]     # W is stored as state[0] * W (scale trick)
+            sums[1] += b
+            sums[2] += V
         curve["hinge"].append(loss / max(n, 1))
         curve["mean_kstar"].append(kst / max(n, 1))
         info(f"epoch {epoch + 1}: progressive hinge {loss / max(n, 1):.6f}, "
              f"mean k* {kst / max(n, 1):.3f}\n")
         if epoch_callback is not None:
-            epoch_callback(epoch + 1, snapshot())
-    return snapshot()
+            epoch_callback(epoch + 1, snapshot(W * state[0], b, V))
+    if averaged:
+        n_tail = params.epochs - first_averaged
+        return snapshot(*(total / n_tail for total in sums))
+    return snapshot(W * state[0], b, V)

@@ -31,7 +31,7 @@ from lcoding.coding import (CODING_BY_NAME, CODING_NAMES, KernelMap, LocalCoding
                             map_threads, run_ranges, single_threaded_blas)
 from lcoding.kstar import KSTAR_CODING, KSTAR_NAME, make_coder
 from lcoding.model import LinearModel, Model
-from lcoding.options import SGD_SOLVERS, SolverType, TrainParams
+from lcoding.options import JOINT_SOLVERS, SGD_SOLVERS, SolverType, TrainParams
 from lcoding.sgd import check_sgd_params, solve_sgd_hinge
 from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Coding, Messages
 
@@ -226,7 +226,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
     if params.coding in (4, 5):     # anchor planes (G-OCC / C-OCC), lcoding/occ.py
         from lcoding.occ import train_occ_model
         return train_occ_model(y, rows, params, info, seed_path=seed_path)
-    if int(params.solver_type) == int(SolverType.LLC_JOINT_SGD):   # lcoding/llc_jo.py
+    if int(params.solver_type) in JOINT_SOLVERS:   # lcoding/llc_jo.py
         from lcoding.llc_jo import train_joint
         return train_joint(y, rows, params, info, seed_path=seed_path)
     check_local_params(params)

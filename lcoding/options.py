@@ -20,7 +20,7 @@ __all__ = [
     "SolverType", "OptionError", "TrainParams", "PredictParams", "TRAIN_OPTIONS",
     "PREDICT_OPTIONS", "parse_train_options", "parse_predict_options",
     "check_parameter", "default_eps", "train_usage", "predict_usage", "options_markdown",
-    "TRAINABLE_SOLVERS", "SGD_SOLVERS", "REGRESSION_SOLVERS", "PROBABILITY_SOLVERS",
+    "TRAINABLE_SOLVERS", "SGD_SOLVERS", "JOINT_SOLVERS", "REGRESSION_SOLVERS", "PROBABILITY_SOLVERS",
 ]
 
 
@@ -41,6 +41,7 @@ class SolverType(IntEnum):
     L2R_L1LOSS_SVC_SGD = 30
     LLC_JOINT_SGD = 31
     L2R_L1LOSS_SVC_SGD_AVERAGED = 32
+    LLC_JOINT_SGD_AVERAGED = 33
     KQ_METRICS = 40
     KQ_FLATS = 41
 
@@ -63,6 +64,8 @@ SOLVER_DESCRIPTIONS = {
     31: "joint SGD of local weights and anchors: -L 2 LLC-SAPL, -L 3 LLC-JO (k* coding)",
     32: "the -s 30 SGD with tail averaging: returns the mean of the iterates at the ends "
         "of the last half of the epochs",
+    33: "the -s 31 joint SGD with tail averaging (W, b and the anchors) over the last half "
+        "of the epochs",
     40: "discriminative k q-metrics (Szlam & Sapiro 2009)",
     41: "supervised k q-flats (k-subspaces per class, nearest subspace)",
 }
@@ -76,7 +79,9 @@ DUAL_SVC_SOLVERS = frozenset({1, 3})
 SGD_SOLVERS = frozenset({30, 32})
 TRAINABLE_SOLVERS = set(DUAL_SVC_SOLVERS) | set(SGD_SOLVERS)
 TRAINABLE_SOLVERS |= {40, 41}    # k q-metrics, lcoding/kq_metrics.py
-TRAINABLE_SOLVERS |= {31}        # LLC-SAPL / LLC-JO, lcoding/llc_jo.py
+# joint SGD of weights and anchors: last iterate (-s 31) or tail average (-s 33)
+JOINT_SOLVERS = frozenset({31, 33})
+TRAINABLE_SOLVERS |= JOINT_SOLVERS   # LLC-SAPL / LLC-JO, lcoding/llc_jo.py
 
 
 class OptionError(ValueError):
@@ -254,18 +259,18 @@ TRAIN_OPTIONS = (
            origin="lcoding", metavar="mode"),
     Option("-m", "n_threads", int, "1", "number of threads (one-vs-rest classes, coding)",
            origin="lcoding", metavar="threads"),
-    Option("-E", "epochs", int, "10", "passes over the data for -s 30, 32, 40", origin="lcoding",
+    Option("-E", "epochs", int, "10", "passes over the data for -s 30-33, 40", origin="lcoding",
            metavar="epochs"),
     Option("-T", "t0", float, "0",
-           "-s 30, 31, 32 learning rate 1/(lambda (t + t0)), lambda = 1/(C l); 0: automatic, "
+           "-s 30-33 learning rate 1/(lambda (t + t0)), lambda = 1/(C l); 0: automatic, "
            "t0 = 1/(lambda eta0) with the first step eta0 calibrated on a 1000-row "
            "subsample (Bottou's SvmSgd: doubled or halved from 1 while one epoch's "
            "objective falls)", origin="lcoding", metavar="t0"),
-    Option("-P", "skip", int, "16", "-s 30, 32 apply the regularisation every skip steps",
+    Option("-P", "skip", int, "16", "-s 30-33 apply the regularisation every skip steps",
            origin="lcoding", metavar="skip"),
-    Option("-f", "anchor_lr", float, "100", "-s 31 anchor learning rate f / (t + t0) "
+    Option("-f", "anchor_lr", float, "100", "-s 31, 33 anchor learning rate f / (t + t0) "
            "(0 freezes the anchors)", origin="lcoding", metavar="rate"),
-    Option("-j", "anchor_grad", int, "0", "-s 31 -L 3 anchor gradient: 0 exact (lambda "
+    Option("-j", "anchor_grad", int, "0", "-s 31, 33 -L 3 anchor gradient: 0 exact (lambda "
            "depends on eta), 1 seed (lambda fixed), 2 reference code (extra factor w_i)",
            origin="lcoding", metavar="variant"),
     Option("-I", "kmeans_iter", int, "20",
@@ -537,7 +542,7 @@ def _usage(prog_line: str, options, extra: str = "") -> str:
             lines.append("  for outlier detection")
             lines.append(f"\t21 -- {SOLVER_DESCRIPTIONS[21]}")
             lines.append("  for classification by SGD (linear, or locally linear with -L)")
-            for k in (30, 31, 32):
+            for k in (30, 31, 32, 33):
                 lines.append(f"\t{k} -- {SOLVER_DESCRIPTIONS[k]}")
             lines.append("  for multi-class classification by class-wise metrics")
             for k in (40, 41):

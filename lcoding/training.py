@@ -17,8 +17,8 @@ import numpy as np
 from lcoding._validation import Rows
 from lcoding.coding import map_threads
 from lcoding.model import LinearModel
-from lcoding.options import (REGRESSION_SOLVERS, SGD_SOLVERS, SolverType, TrainParams,
-                             check_parameter)
+from lcoding.options import (JOINT_SOLVERS, REGRESSION_SOLVERS, SGD_SOLVERS, SolverType,
+                             TrainParams, check_parameter)
 from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Messages
 
 # Solvers that are not "one binary problem per class" register here:
@@ -104,8 +104,7 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         # only the local codings and -s 40, 41 apply -K: refuse it instead of ignoring it
         raise ValueError(f"-K {params.kernel_map} needs a local coding (-L 1-6) or "
                          f"-s 40, 41; -s {solver_type} without -L does not use it")
-    if getattr(params, "coding", 0) != 0 or solver_type in SGD_SOLVERS | {
-            SolverType.LLC_JOINT_SGD}:
+    if getattr(params, "coding", 0) != 0 or solver_type in SGD_SOLVERS | JOINT_SOLVERS:
         # -s 31 -L 0 goes there too, to get the "-s 31 needs -L 2 or -L 3" error
         from lcoding.local_model import train_local_model
         return train_local_model(y, rows, params, info, seed_path=seed_path)

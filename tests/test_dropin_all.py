@@ -111,7 +111,8 @@ CASES = (
        ("-s 30 -L 5 -A 2 -u 0", "multi"), ("-s 1 -L 5 -A 2 -m 2", "multi")]
     # joint SGD of weights and anchors
     + _both("-s 31 -L 2 -A 8 -k 3 -B 1 -E 2 -c 10 -T 1000 -f 10",
-            "-s 31 -L 3 -A 8 -u 2 -B 1 -E 2 -c 10 -T 1000 -f 10 -j 1")
+            "-s 31 -L 3 -A 8 -u 2 -B 1 -E 2 -c 10 -T 1000 -f 10 -j 1",
+            "-s 33 -L 2 -A 8 -k 3 -B 1 -E 3 -c 10 -T 1000 -f 10")
     + [("-s 31 -L 3 -A 8 -E 2 -T 1000 -f 1 -j 2", "multi")]
     # k q-metrics / k q-flats
     + _both("-s 40 -k 2 -Q 2 -E 3", "-s 41 -k 2 -Q 2", "-s 41 -k 1 -Q 2 -y 1")

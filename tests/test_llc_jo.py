@@ -284,14 +284,34 @@ def test_large_anchor_rate_stays_stable(shared_data):
         assert acc > floor
 
 
+@pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1 -T 1000", "-L 3 -u 2 -T 0 -K 3"])
+@pytest.mark.parametrize("epochs", [4, 5])
+def test_joint_averaged_is_the_mean_of_the_tail_iterates(shared_data, coding, epochs):
+    # -s 33 runs the -s 31 updates and returns W, b and the anchors averaged over the
+    # ends of epochs floor(E/2)+1 .. E; with the same seed -s 31 -E j stops at epoch j
+    y, X, _, _ = shared_data("usps")
+    y, X = y[:400], X[:400]
+    base = f"{coding} -A 12 -B 1 -c 10 -f 10"
+    averaged = train(y, X, f"-s 33 -E {epochs} {base}")
+    tail = [train(y, X, f"-s 31 -E {j} {base}") for j in range(epochs // 2 + 1, epochs + 1)]
+    mean = lambda arrays: sum(arrays[1:], arrays[0]) / len(arrays)  # noqa: E731
+    np.testing.assert_allclose(averaged.w, mean([m.w for m in tail]), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(averaged.coding.anchors,
+                               mean([m.coding.anchors for m in tail]), rtol=1e-13, atol=1e-15)
+    assert averaged.solver_type == 33
+    # the curves are those of the iterates, as for -s 31
+    assert averaged.training_curve == tail[-1].training_curve
+
+
 @pytest.mark.parametrize("coding", ["-L 2 -k 5 -u 1", "-L 3 -u 2"])
-def test_save_load_identical(shared_data, tmp_path, coding):
+@pytest.mark.parametrize("solver", [31, 33])
+def test_save_load_identical(shared_data, tmp_path, coding, solver):
     y, X, ty, tX = banana(shared_data, 600, 200)
-    model = train(y, X, f"-s 31 {coding} -A 15 -B 1 -E 2 -c 10 -T 1000 -f 10")
+    model = train(y, X, f"-s {solver} {coding} -A 15 -B 1 -E 2 -c 10 -T 1000 -f 10")
     path = tmp_path / "m.model"
     model_io.save_model_file(str(path), model)
     loaded = model_io.load_model_file(str(path))
-    assert isinstance(loaded, LocalModel) and loaded.solver_type == 31
+    assert isinstance(loaded, LocalModel) and loaded.solver_type == solver
     assert loaded.coding.name == model.coding.name
     assert loaded.coding.param == model.coding.param
     np.testing.assert_array_equal(loaded.coding.anchors, model.coding.anchors)
@@ -300,7 +320,7 @@ def test_save_load_identical(shared_data, tmp_path, coding):
 
 
 @pytest.mark.parametrize("opts, msg", [("-s 31 -L 1", "-L 2"), ("-s 31 -L 3 -j 4", "-j"),
-                                        ("-s 31 -L 3 -f -1", "-f")])
+                                        ("-s 31 -L 3 -f -1", "-f"), ("-s 33 -L 6", "-s 33 needs")])
 def test_option_errors(opts, msg):
     X = sp.csr_matrix(np.eye(4))
     with pytest.raises(ValueError, match=msg):
