@@ -106,6 +106,13 @@ GRIDS = {
 # LLC-SAPL with the tail-averaged joint SGD (-s 33): the same grids
 GRIDS["sapl_avg"] = {name: (base.replace("-s 31", "-s 33"), grid)
                      for name, (base, grid) in GRIDS["sapl"].items()}
+# LETTER: SAPL's 2x2x2 grid chose -u 0.3 -c 3 -f 10000, all three on its edges (for
+# -s 31 and -s 33 alike); one step further each way (session 4) moved the -s 33 choice
+# to -u 0.2 -c 10 -f 30000, again on the edges, so both grids now span 4 values each
+LETTER_SAPL_GRID = {"-u": [0.1, 0.2, 0.3, 0.5], "-c": [1, 3, 10, 30],
+                    "-f": [3000, 10000, 30000, 100000]}
+for _m in ("sapl", "sapl_avg"):
+    GRIDS[_m]["letter"] = (GRIDS[_m]["letter"][0], LETTER_SAPL_GRID)
 # validation runs averaged over these seeds (small data: the 20 % split is noisy)
 VAL_SEEDS = {"banana": (1, 2, 3), "magic04": (1, 2, 3)}
 LINEAR_C = [0.01, 0.1, 1, 10]
@@ -207,7 +214,11 @@ def validate(y, X, opts, seeds=(1,)):
 def tune_lcoding(y, X, base, grid, log, seeds=(1,)):
     best = None
     for pt in grid_points(grid):
-        r = validate(y, X, f"{base} {pt}", seeds)
+        try:
+            r = validate(y, X, f"{base} {pt}", seeds)
+        except FloatingPointError as exc:       # a diverged SGD run loses, it does not stop
+            log(f"    val {base} {pt}: diverged ({exc})")
+            continue
         s = score(r["acc"], r["hinge"])
         log(f"    val {base} {pt}: acc {r['acc']:.2f}% hinge {r['hinge']} "
             f"train-hinge {r['curve']['hinge'][-1] if r['curve']['hinge'] else '-'} "
