@@ -21,6 +21,8 @@ RUNS = [
     ("banana", "-s 30 -L 1 -A 100 -k 8 -B 1", "LL-SVM: the paper's SGD (10 epochs)"),
     ("banana", "-s 31 -L 3 -A 200 -u 1 -f 1000 -B 1 -P 10 -T 100000 -E 30",
      "LLC-JO: k* coding, anchors learned by SGD"),
+    ("banana", "-s 33 -L 3 -A 200 -u 1 -f 1000 -B 1 -P 10 -T 100000 -E 30",
+     "LLC-JO, tail-averaged joint SGD"),
     ("ijcnn1", "-s 1 -B 1", "linear SVM, L2 loss (dual CD)"),
     ("ijcnn1", "-s 1 -L 1 -A 100 -k 8 -B 1", "LL-SVM, dual CD"),
     ("w8a", "-s 1 -B 1", "linear SVM, L2 loss (dual CD)"),
@@ -31,6 +33,10 @@ RUNS = [
     ("usps", "-s 1 -L 4 -A 40 -c 10 -B 1", "anchor planes: G-OCC, LIB-LLSVM"),
     ("letter", "-s 1 -L 2 -a 0 -A 400 -k 20 -u 0.1 -c 1 -B 1 -m 2",
      "LL-SVM, 26 classes (linear SVM: ~70 %)"),
+    ("letter", "-s 30 -L 1 -A 100 -k 8 -B 1 -u 1 -c 1 -T 10000 -m 2",
+     "LL-SVM: the paper's SGD, 10 epochs (last iterate)"),
+    ("letter", "-s 32 -L 1 -A 100 -k 8 -B 1 -u 1 -c 1 -T 10000 -m 2",
+     "the same, tail-averaged SGD"),
 ]
 
 
