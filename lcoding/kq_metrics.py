@@ -41,7 +41,7 @@ import scipy.sparse as sp
 
 from lcoding import _kq
 from lcoding._validation import Rows
-from lcoding.coding import KernelMap
+from lcoding.coding import KernelMap, kernel_map_of
 from lcoding.model import Model
 from lcoding.options import SolverType, TrainParams
 from lcoding.solvers import Messages
@@ -94,11 +94,6 @@ def _rng(seed, *purpose) -> np.random.Generator:
 
 
 # ------------------------------------------------------------------ preprocessing
-def kq_kernel_map(params: TrainParams) -> KernelMap | None:
-    """The additive kernel map ``-K`` (``-O``) applied before everything else, or None."""
-    return KernelMap(params.kernel_map, params.kernel_map_order) if params.kernel_map else None
-
-
 class KQPreprocess:
     """Optional additive kernel map (``-K``, e.g. Hellinger ``sign(x) sqrt|x|``), then
     PCA (centred, ``components`` rows are the principal directions), then the
@@ -415,7 +410,6 @@ class KQModel(Model):
              else []) + ([("affine", "1")] if self.affine else []) + (
             [] if self.preprocess.kernel_map is None else self.preprocess.kernel_map.file_header())
 
-
     def file_blocks(self):
         blocks = []
         if self.preprocess.pca_dim:
@@ -506,11 +500,11 @@ _register_model_types()
 
 # ------------------------------------------------------------------ training
 def check_kq_params(params: TrainParams, n_features: int) -> None:
-    """Options of -s 40, 41 for rows of ``n_features`` features (before ``-K``)."""
-    km = kq_kernel_map(params)     # validates -K, -O
+    """Consistency of the -s 40, 41 options for rows of ``n_features`` features
+    (before ``-K``); messages name the option."""
+    km = kernel_map_of(params)      # checks -K and -O
     if km is not None:
         n_features = km.output_features(n_features)
-    """Consistency of the k q-metrics options (messages name the option)."""
     if params.n_neighbors < 1:
         raise ValueError(f"-k {params.n_neighbors}: clusters per class must be >= 1")
     if params.kq_dim < 1:
@@ -668,7 +662,7 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
     k, q = params.n_neighbors, params.kq_dim
     t = time.perf_counter()
     pre = KQPreprocess.fit(rows, params.kq_pca, bool(params.kq_sphere), params.kq_offset,
-                           kq_kernel_map(params))
+                           kernel_map_of(params))
     X = pre.transform(rows)
     info(f"preprocessing: pca {pre.pca_dim}, constant coordinate {pre.offset:g}, "
          f"unit sphere {int(pre.sphere)} "
@@ -731,7 +725,7 @@ def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
     if not 0 < n_train < n:
         raise ValueError(f"{n} rows cannot be split into training and validation parts")
     train_rows, val_rows = rows.take(np.arange(n_train)), rows.take(np.arange(n_train, n))
-    km = kq_kernel_map(params)
+    km = kernel_map_of(params)
     n_features = rows.n_features if km is None else km.output_features(rows.n_features)
     dim = (params.kq_pca or n_features) + (1 if params.kq_offset else 0)
     mus = ((params.kq_mu1, params.kq_mu2),) if flats else grid.get(

@@ -38,7 +38,7 @@ from lcoding.anchors import learn_anchors
 from lcoding.coding import kernel_map_of, single_threaded_blas
 from lcoding.kstar import KSTAR_CODING, make_coder
 from lcoding.options import SolverType, TrainParams
-from lcoding.sgd import CALIBRATION_STREAM, calibrate_t0, check_sgd_params
+from lcoding.sgd import CALIBRATION_STREAM, TailAverage, calibrate_t0, check_sgd_params
 from lcoding.solvers import Messages
 
 GAUSSIAN_CODING = 2
@@ -144,9 +144,8 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         model.training_curve = {key: list(val) for key, val in curve.items()}
         return model
 
-    averaged = int(params.solver_type) == int(SolverType.LLC_JOINT_SGD_AVERAGED)
-    first_averaged = params.epochs // 2          # 0-based index of the first tail epoch
-    sums = [np.zeros_like(W), np.zeros_like(b), np.zeros_like(V)] if averaged else None
+    tail = (TailAverage(params.epochs, W, b, V)
+            if int(params.solver_type) == int(SolverType.LLC_JOINT_SGD_AVERAGED) else None)
     for epoch in range(params.epochs):
         rng.shuffle(order)
         loss, n_viol, kst = _joint_sgd.joint_epoch(
@@ -157,17 +156,14 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
             raise FloatingPointError(f"-s {int(params.solver_type)} diverged in epoch "
                                      f"{epoch + 1}; try a larger -T, a smaller -f or a "
                                      f"smaller -c")
-        if averaged and epoch >= first_averaged:
-            sums[0] += W * state[0]     # W is stored as state[0] * W (scale trick)
-            sums[1] += b
-            sums[2] += V
+        if tail is not None:
+            tail.add(epoch, W * state[0], b, V)  # W is stored as state[0] * W (scale trick)
         curve["hinge"].append(loss / max(n, 1))
         curve["mean_kstar"].append(kst / max(n, 1))
         info(f"epoch {epoch + 1}: progressive hinge {loss / max(n, 1):.6f}, "
              f"mean k* {kst / max(n, 1):.3f}\n")
         if epoch_callback is not None:
             epoch_callback(epoch + 1, snapshot(W * state[0], b, V))
-    if averaged:
-        n_tail = params.epochs - first_averaged
-        return snapshot(*(total / n_tail for total in sums))
+    if tail is not None:
+        return snapshot(*tail.mean())
     return snapshot(W * state[0], b, V)

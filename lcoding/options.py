@@ -280,7 +280,7 @@ TRAIN_OPTIONS = (
            origin="lcoding", metavar="size"),
     Option("-K", "kernel_map", int, "0",
            "additive kernel map before the local model (locally additive SVM; -L 1, 2, 6 "
-           "and -s 31 -L 2, 3; before the SVD of the OCC planes -L 4, 5) or before the PCA "
+           "and -s 31, 33 -L 2, 3; before the SVD of the OCC planes -L 4, 5) or before the PCA "
            "of -s 40, 41: "
            "0 none, 1 intersection, 2 chi-squared, 3 Hellinger",
            origin="lcoding", metavar="kernel"),

@@ -32,6 +32,25 @@ _ETA_STEPS = 40          # at most 2^40 up or down from eta = 1
 CALIBRATION_STREAM = 0x5EED_CA1B   # xor'ed into the solver's stream: its own subsample
 
 
+class TailAverage:
+    """Running sums of arrays over the tail epochs ``floor(E/2) + 1 .. E`` of an
+    ``epochs``-epoch run (``-s 32``, ``-s 33``); :meth:`mean` is their average."""
+
+    def __init__(self, epochs: int, *arrays: np.ndarray):
+        self.first = epochs // 2                 # 0-based index of the first tail epoch
+        self.count = epochs - self.first
+        self.sums = [np.zeros_like(a) for a in arrays]
+
+    def add(self, epoch: int, *arrays: np.ndarray) -> None:
+        """Adds the values at the end of 0-based ``epoch`` if it is in the tail."""
+        if epoch >= self.first:
+            for total, a in zip(self.sums, arrays):
+                total += a
+
+    def mean(self) -> list:
+        return [total / self.count for total in self.sums]
+
+
 def check_sgd_params(params: TrainParams) -> None:
     if params.epochs < 1:
         raise ValueError(f"-E {params.epochs}: the number of epochs must be >= 1")
@@ -117,9 +136,8 @@ def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) ->
         t0 = 1.0
     order = np.arange(n, dtype=np.int32)
     loss = 0.0
-    averaged = int(params.solver_type) == int(SolverType.L2R_L1LOSS_SVC_SGD_AVERAGED)
-    first_averaged = params.epochs // 2          # 0-based index of the first tail epoch
-    W_sum, b_sum = (np.zeros_like(W), np.zeros_like(b)) if averaged else (None, None)
+    tail = (TailAverage(params.epochs, W, b)
+            if int(params.solver_type) == int(SolverType.L2R_L1LOSS_SVC_SGD_AVERAGED) else None)
     for epoch in range(params.epochs):
         rng.shuffle(order)
         loss, n_viol = _sgd.sgd_epoch(rows.data, rows.indices, rows.indptr, d,
@@ -129,13 +147,11 @@ def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) ->
             raise FloatingPointError(f"-s {int(params.solver_type)} diverged in epoch "
                                      f"{epoch + 1} (non-finite loss); "
                                      f"try a larger -T or a smaller -c")
-        if averaged and epoch >= first_averaged:
-            W_sum += W * state[0]       # W is stored as state[0] * W (scale trick)
-            b_sum += b
+        if tail is not None:
+            tail.add(epoch, W * state[0], b)     # W is stored as state[0] * W (scale trick)
         info(".")
-    if averaged:
-        n_tail = params.epochs - first_averaged
-        W, b = W_sum / n_tail, b_sum / n_tail
+    if tail is not None:
+        W, b = tail.mean()
     else:
         W *= state[0]
     stride = prob.stride
