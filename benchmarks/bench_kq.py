@@ -50,7 +50,8 @@ from pathlib import Path
 import numpy as np
 
 from lcoding import datasets
-from lcoding.kq_metrics import KQPreprocess, blas_threads, kq_kernel_map, class_scores, select_kq_params, \
+from lcoding.coding import kernel_map_of
+from lcoding.kq_metrics import KQPreprocess, blas_threads, class_scores, select_kq_params, \
     train_kq_model
 from lcoding.options import parse_train_options
 from lcoding.solvers import Messages
@@ -107,7 +108,7 @@ def per_pass_run(y, X, ty, tX, opts, log, passes_from=20):
     labels, _ = group_classes(y)
     with blas_threads(1):
         TX = KQPreprocess.fit(X, params.kq_pca, bool(params.kq_sphere), params.kq_offset,
-                              kq_kernel_map(params)).transform(tX)
+                              kernel_map_of(params)).transform(tX)
     preds, secs = {}, []
 
     def on_pass(r, p, W, seconds):
