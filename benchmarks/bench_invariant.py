@@ -32,7 +32,10 @@ files present into ``results/invariant.md`` and the plots):
     Methods: plain SVM, VSV, ISVM, IHKPCA (the paper's: kernel PCA map on the 317
     training images, ``-H 1``) and IHKPCA on the training images plus their translated
     copies (``-H 4``: the map spans the feature-space tangents, so it is ISVM solved in
-    634 kernel PCA coordinates by the linear solver).
+    634 kernel PCA coordinates by the linear solver).  ``--usps-copy libsvm`` runs the
+    same on LIBSVM's copy of USPS (the shared images smoothed by a 0.75-pixel Gaussian,
+    ``datasets.usps_libsvm_pixels``, docs/data.md), written to
+    ``invariant_usps_binary_libsvm.json``.
 ``usps-10``
     10-class USPS, all 7291 training images: lcoding's landmark kernel PCA map
     (``-X`` landmarks, random training images) + dual CD (one-vs-rest), with and
@@ -208,8 +211,14 @@ def run_toy(repeats: int, n_points: int = TOY_POINTS) -> dict:
 
 
 # ------------------------------------------------------------------------------ USPS
-def usps_pm1():
-    """USPS pixels mapped to [-1, 1] (background -1), dense."""
+def usps_pm1(copy: str = "shared"):
+    """USPS pixels on [-1, 1] (background -1), dense: the shared copy mapped by 2x - 1,
+    or (``copy="libsvm"``) LIBSVM's copy, the shared images smoothed by a 0.75-pixel
+    Gaussian (``datasets.usps_libsvm_pixels``)."""
+    if copy == "libsvm":
+        y, rows = datasets.load("usps_libsvm", "train")
+        ty, trows = datasets.load("usps_libsvm", "test")
+        return y, rows.to_csr().toarray(), ty, trows.to_csr().toarray()
     y, rows = datasets.load("usps", "train")
     ty, trows = datasets.load("usps", "test")
     X = 2.0 * rows.to_csr().toarray() - 1.0
@@ -217,8 +226,8 @@ def usps_pm1():
     return y, X, ty, Xt
 
 
-def run_usps_binary(n_splits: int, pooled: bool) -> dict:
-    y, X, ty, Xt = usps_pm1()
+def run_usps_binary(n_splits: int, pooled: bool, copy: str = "shared") -> dict:
+    y, X, ty, Xt = usps_pm1(copy)
     if pooled:
         # "after a random permutation of the training and test set": the 9298 images are
         # pooled and permuted; 7291 of them make the 23 subsets, the other 2007 the test set
@@ -288,7 +297,7 @@ def run_usps_binary(n_splits: int, pooled: bool) -> dict:
                                                  test, tyb))
                     times.setdefault(m, []).append(time.perf_counter() - tic)
         print(f"split {s}: svm {errors['svm'][-1]:.4f}", flush=True)
-    return {"splits": n_splits, "pooled": pooled, "C": C, "kernel_form": form,
+    return {"splits": n_splits, "pooled": pooled, "copy": copy, "C": C, "kernel_form": form,
             "gamma_validation_error": gamma_val, "gamma_choice": gamma_choice,
             "validation_error": val_err, "kernel": kernel_opts, "seconds": time.perf_counter() - t0,
             "cpu_seconds": time.process_time() - c0,
@@ -360,6 +369,99 @@ def toy_summary(e: dict) -> dict:
     curves = np.array([e[f"{m}@{ls}@{t}"] for m in ("isvm", "ihkpca") for ls in TOY_CURVE_SIGMAS
                        for t in TOY_CURVE_T])
     out["oracle"] = float(100.0 * curves.min(0).mean())
+    return out
+
+
+def usps_binary_section(ub: dict, title: str, png: str, plt) -> list:
+    """Markdown lines (and the plot ``png``) of one usps-binary result."""
+    out: list = []
+    e = ub["errors"]
+    ts = [t for t in USPS_T if f"isvm/horizontal/{t}" in e]
+    methods = [m for m in USPS_METHODS if f"{m}/horizontal/0.0" in e]
+    out += [f"## USPS 0-4 vs 5-9, 23 × 317, polynomial degree 3 (Fig. 2){title}", "",
+            f"{ub['splits']} splits ("
+            + ("train and test pooled and permuted, 2007 of them held out" if ub["pooled"]
+               else "original 2007 test images")
+            + f"); kernel {ub.get('kernel_form', 'on [-1, 1] pixels')} (`{ub['kernel']}`), "
+            f"C = {ub['C']:g}, both chosen on the validation errors of the plain SVM (subset 0 "
+            "→ subsets 1-3; table below); "
+            f"{ub['seconds']:.0f} s wall, {ub.get('cpu_seconds', float('nan')):.0f} s CPU "
+            "for the splits (after the validation), mean wall seconds per model (train + "
+            "2007 test): "
+            + ", ".join(f"{k} {v:.2f}" for k, v in ub["mean_seconds_per_model"].items())
+            + f" (load {ub['machine']['load_1min']:.1f} on {ub['machine']['cpus']} shared "
+            "cores).", "",
+            f"Plain SVM (γ = 0, LIBSVM's C-SVC by SMO): **{fmt(e['svm'])}**.  "
+            "IHKPCA is the paper's (kernel PCA map on the 317 training images, `-H 1`); "
+            "IHKPCA+virtual builds the map on the training images and their translated copies "
+            "(`-H 4`, 634 points), so the feature-space tangents lie in the map and it solves "
+            "the ISVM problem (up to LIBLINEAR's regularised bias `-B 1`).", "",
+            "| -ln(1-γ) | " + " | ".join(f"{USPS_METHODS[m]} {d}" for d in
+                                         ("horiz.", "vert.") for m in methods) + " |",
+            "| --- " * (1 + 2 * len(methods)) + "|"]
+    for t in ts:
+        out.append(f"| {t:g} | " + " | ".join(fmt(e[f"{m}/{d}/{t}"]) for d in
+                                              ("horizontal", "vertical")
+                                              for m in methods) + " |")
+    out.append(f"| VSV | {fmt(e['vsv/horizontal'])} |" + " |" * (len(methods) - 1)
+               + f" {fmt(e['vsv/vertical'])} |" + " |" * (len(methods) - 1))
+    forms = {k.split(" | ")[0] for k in ub["validation_error"]} \
+        if "kernel_form" in ub else set()
+    if forms:
+        out += ["", "Validation errors (%) of the plain SVM (train: subset 0, score: subsets "
+                "1-3; no test image involved):", "",
+                "| kernel | " + " | ".join(f"C = {c:g}" for c in USPS_C_GRID) + " |",
+                "| --- " * (1 + len(USPS_C_GRID)) + "|"]
+        for form in USPS_KERNEL_FORMS:
+            if form in forms:
+                out.append(f"| {form} | " + " | ".join(
+                    f"{100 * ub['validation_error'][f'{form} | {c:g}']:.2f}"
+                    for c in USPS_C_GRID) + " |")
+    paper_t = [t for t in ts if t <= 3.5]
+    out += ["", "Best point of each curve on the paper's axis (-ln(1-γ) ≤ 3.5; the curves are "
+            "reported whole, no γ is selected for a model):", "",
+            "| translation | SVM | VSV | " + " | ".join(USPS_METHODS[m] for m in methods)
+            + " |", "| --- " * (3 + len(methods)) + "|"]
+    for d in ("horizontal", "vertical"):
+        out.append(f"| {d} | {mean_sem(e['svm'])[0]:.2f} | {mean_sem(e[f'vsv/{d}'])[0]:.2f} | "
+                   + " | ".join(
+                       "{:.2f} (at {:g})".format(*min((mean_sem(e[f'{m}/{d}/{t}'])[0], t)
+                                                      for t in paper_t)) for m in methods)
+                   + " |")
+    if "gamma_choice" in ub:
+        gc = ub["gamma_choice"]
+        out += ["", "With γ chosen on training data only (models on subsets 0, 1, 2 each, "
+                "mean error on subsets 3-5, from the grid above; the test error at that γ, "
+                "read off the curves):", "",
+                "| translation | SVM | VSV | " + " | ".join(USPS_METHODS[m] for m in methods)
+                + " |", "| --- " * (3 + len(methods)) + "|"]
+        for d in ("horizontal", "vertical"):
+            cells = []
+            for m in methods:
+                t = gc[f"{m}/{d}"]
+                cells.append(f"{fmt(e[f'{m}/{d}/{t}'])} (-ln(1-γ) = {t:g})")
+            out.append(f"| {d} | {fmt(e['svm'])} | {fmt(e[f'vsv/{d}'])} | "
+                       + " | ".join(cells) + " |")
+    out += ["", "Paper (Fig. 2, read off the plot): errors between ≈ 5.4 and ≈ 6.8 %; "
+            "IHKPCA and ISVM below VSV below the plain SVM; horizontal gains larger.", ""]
+    fig, ax = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    styles = {"ihkpca": "r-", "isvm": "b-", "ihkpca_virtual": "g--"}
+    for a, d in zip(ax, ("vertical", "horizontal")):
+        for m in methods:
+            ms = [mean_sem(e[f"{m}/{d}/{t}"]) for t in ts]
+            a.errorbar(ts, [v[0] / 100 for v in ms], [v[1] / 100 for v in ms],
+                       fmt=styles[m], capsize=2, label=USPS_METHODS[m])
+        v = mean_sem(e[f"vsv/{d}"])[0] / 100
+        a.plot([0, ts[-1]], [v, v], "k--", label="VSV")
+        s = mean_sem(e["svm"])[0] / 100
+        a.plot([0], [s], "ko", label="SVM")
+        a.axvline(3.5, color="gray", lw=0.6, ls=":")
+        a.set(xlabel="-ln(1-gamma)  (paper's axis ends at 3.5)", title=f"{d} translation")
+        a.legend()
+    ax[0].set_ylabel("test error")
+    fig.tight_layout()
+    fig.savefig(RESULTS / png, dpi=110)
+    out += [f"![usps]({png})", ""]
     return out
 
 
@@ -471,96 +573,13 @@ def report() -> None:
         fig.tight_layout()
         fig.savefig(RESULTS / "invariant_toy.png", dpi=110)
         out += ["![toy](invariant_toy.png)", ""]
-    bin_path = RESULTS / "invariant_usps_binary.json"
-    if bin_path.exists():
-        ub = json.loads(bin_path.read_text())
-        e = ub["errors"]
-        ts = [t for t in USPS_T if f"isvm/horizontal/{t}" in e]
-        methods = [m for m in USPS_METHODS if f"{m}/horizontal/0.0" in e]
-        out += ["## USPS 0-4 vs 5-9, 23 × 317, polynomial degree 3 (Fig. 2)", "",
-                f"{ub['splits']} splits ("
-                + ("train and test pooled and permuted, 2007 of them held out" if ub["pooled"]
-                   else "original 2007 test images")
-                + f"); kernel {ub.get('kernel_form', 'on [-1, 1] pixels')} (`{ub['kernel']}`), "
-                f"C = {ub['C']:g}, both chosen on the validation errors of the plain SVM (subset 0 "
-                "→ subsets 1-3; table below); "
-                f"{ub['seconds']:.0f} s wall, {ub.get('cpu_seconds', float('nan')):.0f} s CPU "
-                "for the splits (after the validation), mean wall seconds per model (train + "
-                "2007 test): "
-                + ", ".join(f"{k} {v:.2f}" for k, v in ub["mean_seconds_per_model"].items())
-                + f" (load {ub['machine']['load_1min']:.1f} on {ub['machine']['cpus']} shared "
-                "cores).", "",
-                f"Plain SVM (γ = 0, LIBSVM's C-SVC by SMO): **{fmt(e['svm'])}**.  "
-                "IHKPCA is the paper's (kernel PCA map on the 317 training images, `-H 1`); "
-                "IHKPCA+virtual builds the map on the training images and their translated copies "
-                "(`-H 4`, 634 points), so the feature-space tangents lie in the map and it solves "
-                "the ISVM problem (up to LIBLINEAR's regularised bias `-B 1`).", "",
-                "| -ln(1-γ) | " + " | ".join(f"{USPS_METHODS[m]} {d}" for d in
-                                             ("horiz.", "vert.") for m in methods) + " |",
-                "| --- " * (1 + 2 * len(methods)) + "|"]
-        for t in ts:
-            out.append(f"| {t:g} | " + " | ".join(fmt(e[f"{m}/{d}/{t}"]) for d in
-                                                  ("horizontal", "vertical")
-                                                  for m in methods) + " |")
-        out.append(f"| VSV | {fmt(e['vsv/horizontal'])} |" + " |" * (len(methods) - 1)
-                   + f" {fmt(e['vsv/vertical'])} |" + " |" * (len(methods) - 1))
-        forms = {k.split(" | ")[0] for k in ub["validation_error"]} \
-            if "kernel_form" in ub else set()
-        if forms:
-            out += ["", "Validation errors (%) of the plain SVM (train: subset 0, score: subsets "
-                    "1-3; no test image involved):", "",
-                    "| kernel | " + " | ".join(f"C = {c:g}" for c in USPS_C_GRID) + " |",
-                    "| --- " * (1 + len(USPS_C_GRID)) + "|"]
-            for form in USPS_KERNEL_FORMS:
-                if form in forms:
-                    out.append(f"| {form} | " + " | ".join(
-                        f"{100 * ub['validation_error'][f'{form} | {c:g}']:.2f}"
-                        for c in USPS_C_GRID) + " |")
-        paper_t = [t for t in ts if t <= 3.5]
-        out += ["", "Best point of each curve on the paper's axis (-ln(1-γ) ≤ 3.5; the curves are "
-                "reported whole, no γ is selected for a model):", "",
-                "| translation | SVM | VSV | " + " | ".join(USPS_METHODS[m] for m in methods)
-                + " |", "| --- " * (3 + len(methods)) + "|"]
-        for d in ("horizontal", "vertical"):
-            out.append(f"| {d} | {mean_sem(e['svm'])[0]:.2f} | {mean_sem(e[f'vsv/{d}'])[0]:.2f} | "
-                       + " | ".join(
-                           "{:.2f} (at {:g})".format(*min((mean_sem(e[f'{m}/{d}/{t}'])[0], t)
-                                                          for t in paper_t)) for m in methods)
-                       + " |")
-        if "gamma_choice" in ub:
-            gc = ub["gamma_choice"]
-            out += ["", "With γ chosen on training data only (models on subsets 0, 1, 2 each, "
-                    "mean error on subsets 3-5, from the grid above; the test error at that γ, "
-                    "read off the curves):", "",
-                    "| translation | SVM | VSV | " + " | ".join(USPS_METHODS[m] for m in methods)
-                    + " |", "| --- " * (3 + len(methods)) + "|"]
-            for d in ("horizontal", "vertical"):
-                cells = []
-                for m in methods:
-                    t = gc[f"{m}/{d}"]
-                    cells.append(f"{fmt(e[f'{m}/{d}/{t}'])} (-ln(1-γ) = {t:g})")
-                out.append(f"| {d} | {fmt(e['svm'])} | {fmt(e[f'vsv/{d}'])} | "
-                           + " | ".join(cells) + " |")
-        out += ["", "Paper (Fig. 2, read off the plot): errors between ≈ 5.4 and ≈ 6.8 %; "
-                "IHKPCA and ISVM below VSV below the plain SVM; horizontal gains larger.", ""]
-        fig, ax = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
-        styles = {"ihkpca": "r-", "isvm": "b-", "ihkpca_virtual": "g--"}
-        for a, d in zip(ax, ("vertical", "horizontal")):
-            for m in methods:
-                ms = [mean_sem(e[f"{m}/{d}/{t}"]) for t in ts]
-                a.errorbar(ts, [v[0] / 100 for v in ms], [v[1] / 100 for v in ms],
-                           fmt=styles[m], capsize=2, label=USPS_METHODS[m])
-            v = mean_sem(e[f"vsv/{d}"])[0] / 100
-            a.plot([0, ts[-1]], [v, v], "k--", label="VSV")
-            s = mean_sem(e["svm"])[0] / 100
-            a.plot([0], [s], "ko", label="SVM")
-            a.axvline(3.5, color="gray", lw=0.6, ls=":")
-            a.set(xlabel="-ln(1-gamma)  (paper's axis ends at 3.5)", title=f"{d} translation")
-            a.legend()
-        ax[0].set_ylabel("test error")
-        fig.tight_layout()
-        fig.savefig(RESULTS / "invariant_usps.png", dpi=110)
-        out += ["![usps](invariant_usps.png)", ""]
+    for stem, title, png in (
+            ("invariant_usps_binary", "", "invariant_usps.png"),
+            ("invariant_usps_binary_libsvm", ", LIBSVM's copy of USPS (smoothed images)",
+             "invariant_usps_libsvm.png")):
+        bin_path = RESULTS / f"{stem}.json"
+        if bin_path.exists():
+            out += usps_binary_section(json.loads(bin_path.read_text()), title, png, plt)
     ten_path = RESULTS / "invariant_usps10.json"
     if ten_path.exists():
         ut = json.loads(ten_path.read_text())
@@ -589,6 +608,9 @@ def main() -> None:
     ap.add_argument("--original-test", action="store_true",
                     help="usps-binary: test on the original 2007 test images instead of pooling "
                          "and re-splitting train + test")
+    ap.add_argument("--usps-copy", choices=["shared", "libsvm"], default="shared",
+                    help="usps-binary: the shared USPS file, or LIBSVM's copy rebuilt from it "
+                         "(smoothed images; writes invariant_usps_binary_libsvm.json)")
     ap.add_argument("--landmarks", type=int, nargs="+", default=[1000, 2000])
     ap.add_argument("--toy-points", type=int, default=TOY_POINTS,
                     help="toy: training points per repeat (30 in the paper; other values write "
@@ -603,8 +625,10 @@ def main() -> None:
                                       else f"_n{args.toy_points}")
             (RESULTS / f"{name}{suffix}.json").write_text(json.dumps(res))
         elif part == "usps-binary":
-            res = run_usps_binary(2 if args.quick else 23, not args.original_test)
-            name = "invariant_usps_binary" + ("_original_test" if args.original_test else "")
+            res = run_usps_binary(2 if args.quick else 23, not args.original_test,
+                                  args.usps_copy)
+            name = ("invariant_usps_binary" + ("_original_test" if args.original_test else "")
+                    + ("_libsvm" if args.usps_copy == "libsvm" else ""))
             (RESULTS / f"{name}{suffix}.json").write_text(json.dumps(res))
         elif part == "usps-10":
             res = run_usps_10([500] if args.quick else args.landmarks)
