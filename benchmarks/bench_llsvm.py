@@ -10,9 +10,13 @@ Protocol
   On USPS every method is chosen by 5-fold cross-validation on the training file
   instead (``CV_FOLDS``, the same folds for all): its 1458-row split sits at ~2 %
   error, too few errors to rank settings a few test digits apart.
-* ``usps_libsvm`` is LIBSVM's copy of USPS (the one the paper ran on: the shared
+* ``usps_libsvm`` is LIBSVM's copy of USPS (most likely the paper's: the shared
   images smoothed by a 0.75-pixel Gaussian, ``datasets.usps_libsvm_pixels``), mapped
-  back to [0, 1] pixels; it is tuned exactly as ``usps`` (same grids, same folds).
+  back to [0, 1] pixels; it is tuned as ``usps`` (same grids and folds), with the
+  kernel widths one step wider (``RBF_GRID``, ``LLSVM_GRIDS``).
+* lcoding grid points' validation errors are cached in ``results/llsvm_cv.jsonl``
+  (data set, options, number of splits), so a grown grid runs only its new points;
+  delete the file after a change to lcoding that alters models.
 * libsvm RBF on MNIST is not grid-searched (one 60k-row RBF SVM takes ~15-30 min
   on this machine): it runs once with the standard literature setting for
   [0, 1]-scaled pixels, C = 10, gamma = 0.02 (e.g. the LIBSVM guide's MNIST
@@ -47,10 +51,10 @@ from pathlib import Path
 
 import numpy as np
 
-from _bench_common import Clock, cv_splits, load_avg, read_records, timed_fit_predict
+from _bench_common import (Clock, cv_splits, load_avg, read_records, timed_fit_predict,
+                           unit_pixels)
 
 from lcoding import datasets
-from lcoding._validation import rows_from_dense
 from lcoding.options import parse_train_options
 from lcoding.training import train_model
 
@@ -124,7 +128,7 @@ def load(name):
     y, X = datasets.load(name, "train")
     ty, tX = datasets.load(name, "test")
     if name == "usps_libsvm":     # LIBSVM's [-1, 1] values -> [0, 1], like the shared usps
-        X, tX = (rows_from_dense((r.to_csr().toarray() + 1.0) / 2.0) for r in (X, tX))
+        X, tX = unit_pixels(X), unit_pixels(tX)
     n = max(X.n_features, tX.n_features)
     return y, X.truncated(n), ty, tX.truncated(n)
 

@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _bench_common import Clock, cv_splits
+from _bench_common import Clock, cv_splits, unit_pixels
 
 from lcoding import datasets
 from lcoding._validation import as_rows
@@ -163,7 +163,7 @@ def load(name, scaled=True):
         a, b = AFFINE[name]
         r, tr = (as_rows(a * rows.to_csr().toarray() + b) for rows in (r, tr))
     if not scaled and name == "usps_libsvm":   # LL-SVM: [0, 1] pixels, like usps
-        r, tr = (as_rows((rows.to_csr().toarray() + 1.0) / 2.0) for rows in (r, tr))
+        r, tr = unit_pixels(r), unit_pixels(tr)
     return y, r, ty, tr
 
 
