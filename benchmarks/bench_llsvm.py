@@ -13,7 +13,9 @@ Protocol
 * ``usps_libsvm`` is LIBSVM's copy of USPS (most likely the paper's: the shared
   images smoothed by a 0.75-pixel Gaussian, ``datasets.usps_libsvm_pixels``), mapped
   back to [0, 1] pixels; it is tuned as ``usps`` (same grids and folds), with the
-  kernel widths one step wider (``RBF_GRID``, ``LLSVM_GRIDS``).
+  kernel widths one step wider (``RBF_GRID``, ``LLSVM_GRIDS``) and, since session 6,
+  the LL-SVM grid grown past its edges (the edge rule) and crossed with the
+  Crammer-Singer solver ``-s 4`` (comments at ``LLSVM_GRIDS["usps_libsvm"]``).
 * lcoding grid points' validation errors are cached in ``results/llsvm_cv.jsonl``
   (data set, options, number of splits), so a grown grid runs only its new points;
   delete the file after a change to lcoding that alters models.
@@ -120,6 +122,24 @@ RBF_GRID["usps_libsvm"] = ([1, 10], [0.005, 0.02, 0.05])
 LLSVM_GRIDS["usps_libsvm"] = LLSVM_GRIDS["usps"] + [
     {"-a": [2], "-A": [100, 150, 200], "-k": [20, 30, 45], "-u": [0.2], "-K": [1, 3],
      "-c": [10]}]
+# Session 6, usps_libsvm only (the shared copy keeps session 4's grid):
+# * the edge rule: when the cross-validated optimum sits on an edge of the grid, that
+#   axis grows one step past it, and again while the optimum stays on the new edge (k
+#   stops at the number of anchors).  Session 4 grew the usps grid this way once; the
+#   usps_libsvm choice (-a 2 -A 100 -k 45 -u 0.1 -K 1 -c 10) sat on the largest k, the
+#   fewest anchors and the largest -c of the second grid: each goes one step further;
+# * Crammer-Singer (-s 4 -L ..., new in session 6; the LL-SVM paper's alternative to
+#   one-vs-all, and the multi-class SVM with the best USPS figure it quotes) at the
+#   one-vs-all optimum's anchors and coding, C one step either side of its 10.
+LLSVM_GRIDS["usps_libsvm"] = LLSVM_GRIDS["usps_libsvm"] + [
+    {"-a": [2], "-A": [100, 150, 200], "-k": [60, 90], "-u": [0.1], "-K": [1], "-c": [10]},
+    {"-a": [2], "-A": [50, 75], "-k": [45], "-u": [0.1], "-K": [1], "-c": [10]},
+    {"-a": [2], "-A": [75], "-k": [60], "-u": [0.1], "-K": [1], "-c": [10]},
+    {"-a": [2], "-A": [100, 200], "-k": [45], "-u": [0.1], "-K": [1], "-c": [30]},
+    {"-s": [4], "-a": [2], "-A": [100, 200], "-k": [45], "-u": [0.1], "-K": [1],
+     "-c": [1, 10]},
+    # the edge rule again: that grid's optimum was -A 100 -k 45 -c 30, on the new -c edge
+    {"-a": [2], "-A": [100], "-k": [45], "-u": [0.1], "-K": [1], "-c": [100]}]
 DATASETS = ("mnist", "usps", "usps_libsvm", "letter")
 METHODS = ("llsvm", "paper", "paper_avg", "liblinear", "nystroem", "libsvm", "curve")
 
@@ -204,12 +224,21 @@ def write_cv_cache(name, n_splits, options, val_error):
                                  val_error=val_error)) + "\n")
 
 
+def join_options(base, point):
+    """``base`` with the options of ``point``: a flag of both takes the point's value
+    (so a grid can vary the base's ``-s``), other flags are appended in order."""
+    toks = point.split()
+    for flag, value in zip(toks[::2], toks[1::2]):
+        base = _set_option(base, flag, value)
+    return base
+
+
 def tune_lcoding(name, y, X, base, points, log):
-    """The best point on the data set's validation splits: (validation error %, point)."""
+    """The best point on the data set's validation splits: (validation error %, options)."""
     points = list(points)
     if len(points) == 1:
-        log(f"    (single setting, no validation run) {base} {points[0]}")
-        return None, points[0]
+        log(f"    (single setting, no validation run) {join_options(base, points[0])}")
+        return None, join_options(base, points[0])
     splits = validation_splits(name, X.n_rows)
     rows = {id(idx): X.take(idx) for pair in splits for idx in pair}   # taken once
 
@@ -218,7 +247,7 @@ def tune_lcoding(name, y, X, base, points, log):
     cache = read_cv_cache(name, len(splits))
     best = None
     for pt in points:
-        key = f"{base} {pt}"
+        key = join_options(base, pt)
         if key in cache:
             e = cache[key]
             log(f"    val {key}: {e:.2f}% (cached, {CV_CACHE.name})")
@@ -229,7 +258,7 @@ def tune_lcoding(name, y, X, base, points, log):
             write_cv_cache(name, len(splits), key, e)
             log(f"    val {key}: {e:.2f}% ({c.wall:.1f} s)")
         if best is None or e < best[0]:
-            best = (e, pt)
+            best = (e, key)
     return best
 
 
@@ -381,7 +410,7 @@ def main(argv=None):
             points = list(grid_points(LLSVM_GRIDS[name]))
             best = tune_lcoding(name, y, X, LLSVM_BASE[name],
                                 points[:1] if args.quick else points, log)
-            best_opts = f"{LLSVM_BASE[name]} {best[1]}"
+            best_opts = best[1]
         if "llsvm" in methods:
             res = final_lcoding(y, X, ty, tX, best_opts, seeds)
             res["val_err"] = best[0]
@@ -392,7 +421,7 @@ def main(argv=None):
             points = [f"-u {u} -c {c} -T {t0}" for u in PAPER_U for c in PAPER_C
                       for t0 in PAPER_T0]
             best = tune_lcoding(name, y, X, base, points[:1] if args.quick else points, log)
-            res = final_lcoding(y, X, ty, tX, f"{base} {best[1]}", seeds)
+            res = final_lcoding(y, X, ty, tX, best[1], seeds)
             res["val_err"] = best[0]
             record(name, method, res)
         if "liblinear" in methods:
@@ -455,8 +484,9 @@ def write_markdown(latest, path):
              "and coding (CPU = process CPU seconds, all threads); predict = whole test set as "
              f"one batch ({PREDICT_THREADS} threads for lcoding), per sample. `usps_libsvm`: "
              "LIBSVM's copy of USPS, the shared images smoothed by a 0.75-pixel Gaussian "
-             "(`docs/data.md`), mapped to [0, 1] like `usps`; same grids and folds (libsvm's "
-             "γ grid one step wider).",
+             "(`docs/data.md`), mapped to [0, 1] like `usps`; same folds, same grids except "
+             "libsvm's γ grid one step wider and the LL-SVM's grown past its edges and "
+             "crossed with Crammer-Singer `-s 4` (session 6, `docs/llsvm.md`).",
              "", "| data | method | options | test error % | train s (CPU s) | "
              "predict µs/sample | load avg |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for data in DATASETS:

@@ -7,7 +7,12 @@
 #     s.t.       sum_m alpha^m_i = 0,   alpha^m_i <= C^m_i,
 #     w_m = sum_i alpha^m_i x_i,   e^m_i = [y_i != m],   C^m_i = C_{y_i} [y_i == m],
 #
-# where x_i carries the virtual bias coordinate B when B >= 0.  Each visit of a row
+# where x_i carries the virtual bias coordinate B when B >= 0.  With a local coding
+# (anchor_idx / coding_weight, _rows.pxd) x_i is the implicit feature
+# z_i = gamma(x_i) (x) [x_i; B]: the Crammer-Singer alternative to one-vs-all the
+# LL-SVM paper names (Ladicky & Torr 2011, sec. 3), anchors and codes shared by the
+# classes; W then has n_anchors * stride rows and row a * stride + j holds feature j
+# at anchor a for every class.  z_i is never materialised.  Each visit of a row
 # i solves its whole nr_class-variable sub-problem exactly: with A = ||x_i||^2 and
 # B_m = G_m - A alpha^m_i (G_m = w_m . x_i + e^m_i), the solution is
 # alpha^m_i = min(C^m_i, (beta - B_m) / A) with beta found by sorting B (plus A C_{y_i}
@@ -26,6 +31,7 @@ from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport qsort
 
 from lcoding._rng cimport rng_shuffle_prefix
+from lcoding._rows cimport CodedRows, make_rows
 
 # Above this many active classes the sub-problem sorts with qsort; below, insertion
 # sort is faster (no call per comparison) and the usual case.
@@ -82,6 +88,82 @@ cdef inline void solve_sub_problem(double A, Py_ssize_t yi, double C_yi, Py_ssiz
             alpha_new[r] = min(0.0, (beta - B[r]) / A)
 
 
+cdef inline void x_class_dots(const CodedRows* rows, Py_ssize_t i, const double* W,
+                              Py_ssize_t nr_class, double g, const int* classes,
+                              Py_ssize_t n_act, double* G) noexcept nogil:
+    # G[m] += g * (W_{classes[m]} . [x_i; B]) for W's block starting at W (one anchor)
+    cdef int64_t q
+    cdef Py_ssize_t m
+    cdef const double* w_row
+    cdef double v
+    for q in range(rows.indptr[i], rows.indptr[i + 1]):
+        w_row = W + rows.indices[q] * nr_class
+        v = g * rows.data[q]
+        for m in range(n_act):
+            G[m] += w_row[classes[m]] * v
+    if rows.bias >= 0:
+        w_row = W + rows.n_features * nr_class
+        v = g * rows.bias
+        for m in range(n_act):
+            G[m] += w_row[classes[m]] * v
+
+
+cdef inline void x_class_axpy(const CodedRows* rows, Py_ssize_t i, double* W,
+                              Py_ssize_t nr_class, double g, const int* classes,
+                              const double* d, Py_ssize_t n_d) noexcept nogil:
+    # W_{classes[m]} += g * d[m] * [x_i; B] for W's block starting at W (one anchor)
+    cdef int64_t q
+    cdef Py_ssize_t m
+    cdef double* w_row
+    cdef double v
+    for q in range(rows.indptr[i], rows.indptr[i + 1]):
+        w_row = W + rows.indices[q] * nr_class
+        v = g * rows.data[q]
+        for m in range(n_d):
+            w_row[classes[m]] += d[m] * v
+    if rows.bias >= 0:
+        w_row = W + rows.n_features * nr_class
+        v = g * rows.bias
+        for m in range(n_d):
+            w_row[classes[m]] += d[m] * v
+
+
+cdef inline Py_ssize_t row_anchor(const CodedRows* rows, Py_ssize_t i, Py_ssize_t j,
+                                  double* g) noexcept nogil:
+    # anchor id and coding weight of the j-th of row i's rows.k codes (the linear
+    # coding: anchor 0, weight 1)
+    if rows.anchor_idx == NULL:
+        g[0] = 1.0
+        return 0
+    g[0] = rows.coding_weight[i * rows.k + j]
+    return rows.anchor_idx[i * rows.k + j]
+
+
+cdef inline void coded_class_dots(const CodedRows* rows, Py_ssize_t i, const double* W,
+                                  Py_ssize_t nr_class, const int* classes, Py_ssize_t n_act,
+                                  double* G) noexcept nogil:
+    # G[m] += <W_{classes[m]}, z_i>, z_i = gamma(x_i) (x) [x_i; B]
+    cdef Py_ssize_t j, a
+    cdef double g
+    for j in range(rows.k):
+        a = row_anchor(rows, i, j, &g)
+        if g != 0.0:
+            x_class_dots(rows, i, W + a * rows.stride * nr_class, nr_class, g, classes,
+                         n_act, G)
+
+
+cdef inline void coded_class_axpy(const CodedRows* rows, Py_ssize_t i, double* W,
+                                  Py_ssize_t nr_class, const int* classes, const double* d,
+                                  Py_ssize_t n_d) noexcept nogil:
+    # W_{classes[m]} += d[m] * z_i
+    cdef Py_ssize_t j, a
+    cdef double g
+    for j in range(rows.k):
+        a = row_anchor(rows, i, j, &g)
+        if g != 0.0:
+            x_class_axpy(rows, i, W + a * rows.stride * nr_class, nr_class, g, classes, d, n_d)
+
+
 cdef inline bint be_shrunk(Py_ssize_t m, Py_ssize_t yi, double alpha_im, double C_yi,
                            const double* G, double minG) noexcept nogil:
     cdef double bound = C_yi if m == yi else 0.0
@@ -91,11 +173,12 @@ cdef inline bint be_shrunk(Py_ssize_t m, Py_ssize_t yi, double alpha_im, double 
 def mcsvm_cs_pass(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
         Py_ssize_t n_features, double bias,
+        const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN (0 rows: linear)
         const int[::1] y,                  # IN  class index 0..nr_class-1
         const double[::1] class_C,         # IN  C of each class
         const double[::1] QD,              # IN  ||[x_i; B]||^2 (> 0 for the rows to train)
         double[:, ::1] alpha,              # INOUT (l, nr_class), by class
-        double[:, ::1] W,                  # INOUT (w_size, nr_class), feature-major
+        double[:, ::1] W,                  # INOUT (n_anchors * stride, nr_class), feature-major
         int[:, ::1] alpha_index,           # INOUT (l, nr_class) active classes first
         int[::1] y_index,                  # INOUT position of y_i in alpha_index[i]
         int[::1] active_size_i,            # INOUT active classes of each row
@@ -108,7 +191,6 @@ def mcsvm_cs_pass(
     the largest gradient spread max G - min G over the rows updated (-inf if none)."""
     cdef Py_ssize_t nr_class = alpha.shape[1]
     cdef Py_ssize_t s, i, j, m, q_m, n_act, yi, nz_d
-    cdef int64_t q
     cdef int tmp
     cdef double Ai, C_yi, minG, maxG, d, v
     cdef double stopping = -INFINITY
@@ -117,7 +199,6 @@ def mcsvm_cs_pass(
     cdef double* Dv
     cdef double* alpha_new
     cdef double* d_val
-    cdef double* w_row
     cdef double* alpha_i
     cdef int* alpha_index_i
     cdef int* d_ind
@@ -129,8 +210,21 @@ def mcsvm_cs_pass(
             or y_index.shape[0] != n or active_size_i.shape[0] != n or index.shape[0] != n
             or not 0 <= active_size <= n or class_C.shape[0] != nr_class
             or alpha_index.shape[1] != nr_class or W.shape[1] != nr_class
-            or W.shape[0] < n_features + (1 if bias >= 0 else 0) or rng_state.shape[0] < 1):
+            or rng_state.shape[0] < 1):
         raise ValueError("mcsvm_cs_pass: arrays disagree with the rows, features or classes")
+    cdef Py_ssize_t stride = n_features + (1 if bias >= 0 else 0)
+    cdef Py_ssize_t n_anchors = 1
+    if anchor_idx.shape[0] > 0:
+        # the caller (lcoding.coding) guarantees anchor ids in [0, W.shape[0] / stride)
+        if (anchor_idx.shape[0] != n or coding_weight.shape[0] != n
+                or coding_weight.shape[1] != anchor_idx.shape[1] or stride == 0
+                or W.shape[0] % stride != 0):
+            raise ValueError("mcsvm_cs_pass: the coding disagrees with the rows or W")
+        n_anchors = W.shape[0] // stride
+    if W.shape[0] < n_anchors * stride:
+        raise ValueError("mcsvm_cs_pass: W has fewer rows than n_anchors * stride")
+    cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
+                                    anchor_idx, coding_weight, -1.0, 0)
     if nr_class == 0 or n == 0:
         return active_size, stopping
     if work.shape[0] < 5 or work.shape[1] < nr_class or changed_class.shape[0] < nr_class:
@@ -166,15 +260,7 @@ def mcsvm_cs_pass(
                 Gv[m] = 1.0
             if yi < n_act:
                 Gv[yi] = 0.0
-            for q in range(X_indptr[i], X_indptr[i + 1]):
-                w_row = Wp + X_indices[q] * nr_class
-                v = X_data[q]
-                for m in range(n_act):
-                    Gv[m] += w_row[alpha_index_i[m]] * v
-            if bias >= 0:
-                w_row = Wp + n_features * nr_class
-                for m in range(n_act):
-                    Gv[m] += w_row[alpha_index_i[m]] * bias
+            coded_class_dots(&rows, i, Wp, nr_class, alpha_index_i, n_act, Gv)
 
             minG = INFINITY
             maxG = -INFINITY
@@ -233,14 +319,6 @@ def mcsvm_cs_pass(
                     d_val[nz_d] = d
                     nz_d += 1
 
-            for q in range(X_indptr[i], X_indptr[i + 1]):
-                w_row = Wp + X_indices[q] * nr_class
-                v = X_data[q]
-                for m in range(nz_d):
-                    w_row[d_ind[m]] += d_val[m] * v
-            if bias >= 0:
-                w_row = Wp + n_features * nr_class
-                for m in range(nz_d):
-                    w_row[d_ind[m]] += d_val[m] * bias
+            coded_class_axpy(&rows, i, Wp, nr_class, d_ind, d_val, nz_d)
 
     return active_size, stopping

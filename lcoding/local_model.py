@@ -38,7 +38,8 @@ from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Coding, Messages
 FORMAT_VERSION = "1"
 # -s values that train a locally linear model
 LOCAL_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
-                           int(SolverType.L2R_L1LOSS_SVC_DUAL)}) | SGD_SOLVERS
+                           int(SolverType.L2R_L1LOSS_SVC_DUAL),
+                           int(SolverType.MCSVM_CS)}) | SGD_SOLVERS
 
 # seed purposes (lcoding.training.rng_state paths)
 _PURPOSE_SOLVER = 1      # same path as training.py, so -A 1 -k 1 equals the linear solver
@@ -135,7 +136,8 @@ class LocalModel(Model):
 
     @staticmethod
     def _nr_w(base) -> int:
-        return 1 if int(base["nr_class"]) == 2 else int(base["nr_class"])
+        binary = int(base["nr_class"]) == 2 and int(base["solver_type"]) != SolverType.MCSVM_CS
+        return 1 if binary else int(base["nr_class"])
 
     @classmethod
     def block_shapes(cls, header, base):
@@ -187,7 +189,7 @@ def check_local_params(params: TrainParams) -> None:
     if st not in LOCAL_SOLVERS:
         raise ValueError(
             f"-s {st} ({SolverType(st).name}) with -L {params.coding}: locally linear "
-            f"training supports -s 1, 3, 30 and 32")
+            f"training supports -s 1, 3, 4, 30 and 32")
     if params.coding not in (0, KSTAR_CODING) and params.coding not in CODING_NAMES:
         raise ValueError(
             f"-L {params.coding}: this coding is not available in this version of lcoding "
@@ -212,7 +214,7 @@ def check_local_params(params: TrainParams) -> None:
 def _binary_solver(solver_type: int):
     if solver_type in SGD_SOLVERS:
         return solve_sgd_hinge
-    return BINARY_SOLVERS[solver_type]
+    return BINARY_SOLVERS.get(solver_type)     # None: -s 4, one joint problem
 
 
 def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
@@ -267,12 +269,19 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                              _rng_state(seed, _PURPOSE_SOLVER, *seed_path, c_pos), coding=coding)
         return solver(prob, params, info).w
 
-    jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
-    nr_w = 1 if nr_class == 2 else nr_class
-    w = np.zeros((n_anchors * stride, nr_w))
-    results = map_threads(lambda job: solve(*job), jobs, params.n_threads)
-    for c, res in enumerate(results):
-        w[:, c] = res
+    if solver_type == SolverType.MCSVM_CS:
+        # Crammer-Singer on the implicit features: one joint problem over the classes
+        # (the paper's alternative to one-vs-all), anchors and codes shared
+        from lcoding.solvers_dual_more import solve_mcsvm_cs
+        w = solve_mcsvm_cs(rows, class_index, nr_class, weighted_C, params, info,
+                           _rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0), coding=coding)
+    else:
+        jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
+        nr_w = 1 if nr_class == 2 else nr_class
+        w = np.zeros((n_anchors * stride, nr_w))
+        results = map_threads(lambda job: solve(*job), jobs, params.n_threads)
+        for c, res in enumerate(results):
+            w[:, c] = res
 
     if coding is None:
         return LinearModel(solver_type, nr_class, labels, nr_feature, bias, w, param=params)

@@ -240,7 +240,9 @@ TRAIN_OPTIONS = (
     Option("-L", "coding", int, "0",
            "local coding: 0 none (plain linear model), 1 kNN inverse distance (LL-SVM), "
            "2 kNN Gaussian soft assignment (LLC-SAPL), 3 k* optimal (LLC-JO), 4 G-OCC planes, "
-           "5 C-OCC planes, 6 LLC reconstruction", origin="lcoding", metavar="coding"),
+           "5 C-OCC planes, 6 LLC reconstruction; codings 1, 2, 6 train with -s 1, 3 "
+           "(one-vs-rest dual CD), 4 (Crammer-Singer dual CD) or 30, 32 (SGD)",
+           origin="lcoding", metavar="coding"),
     Option("-A", "n_anchors", int, "100", "number of anchor points (planes for -L 4, 5)",
            origin="lcoding", metavar="n"),
     Option("-k", "n_neighbors", int, "8", "nearest anchors used by codings 1, 2, 6; "

@@ -15,7 +15,8 @@ from lcoding import _dual_svr, _dual_cd, _mcsvm_cs, _oneclass
 from lcoding import training
 from lcoding._validation import Rows
 from lcoding.options import SolverType, TRAINABLE_SOLVERS, TrainParams
-from lcoding.solvers import EMPTY_IDX, EMPTY_WEIGHT, BinaryProblem, Messages, SolveResult
+from lcoding.solvers import (EMPTY_IDX, EMPTY_WEIGHT, BinaryProblem, Coding, Messages,
+                             SolveResult)
 
 # LIBLINEAR's iteration caps of the solvers that do not use the dual cap (-s 12/13 use
 # params.max_iter, LIBLINEAR's dual_solver_max_iter = 300)
@@ -186,11 +187,14 @@ def train_oneclass_svm(rows: Rows, params: TrainParams, info: Messages, rng_stat
 
 def solve_mcsvm_cs(rows: Rows, class_index: np.ndarray, nr_class: int,
                    weighted_C: np.ndarray, params: TrainParams, info: Messages,
-                   rng_state: np.ndarray, max_iter: int = MCSVM_CS_MAX_ITER) -> np.ndarray:
+                   rng_state: np.ndarray, max_iter: int = MCSVM_CS_MAX_ITER,
+                   coding: Coding | None = None) -> np.ndarray:
     """Crammer-Singer multi-class SVM (-s 4): LIBLINEAR's ``Solver_MCSVM_CS``.
 
     Returns W of shape ``(w_size, nr_class)`` (LIBLINEAR's feature-major layout; two
-    columns for a binary problem).  Shrinking runs with a tolerance that starts at
+    columns for a binary problem).  With a local ``coding`` the rows are the implicit
+    features gamma(x) (x) [x; B] of the LL-SVM (``-s 4 -L ...``) and W has
+    ``n_anchors * w_size`` rows, anchor-major.  Shrinking runs with a tolerance that starts at
     ``max(10 eps, 1)`` and halves down to ``eps`` each time the shrunk problem is
     solved; training stops when a pass that started from all rows and classes has
     its largest gradient spread below ``eps``.
@@ -198,6 +202,11 @@ def solve_mcsvm_cs(rows: Rows, class_index: np.ndarray, nr_class: int,
     n = rows.n_rows
     bias = float(params.bias)
     w_size = rows.n_features + (1 if bias >= 0 else 0)
+    if coding is None:
+        anchor_idx, coding_weight, n_anchors = EMPTY_IDX, EMPTY_WEIGHT, 1
+    else:
+        anchor_idx, coding_weight = coding.anchor_idx, coding.coding_weight
+        n_anchors = int(coding.n_anchors)
     eps = params.resolved_eps()
     y = np.ascontiguousarray(class_index, dtype=np.int32)
     class_C = np.ascontiguousarray(weighted_C, dtype=np.float64)
@@ -207,9 +216,9 @@ def solve_mcsvm_cs(rows: Rows, class_index: np.ndarray, nr_class: int,
         raise ValueError(f"class_index must lie in 0..{nr_class - 1}")
     QD = np.empty(n)
     _dual_cd.coded_row_sqnorms(rows.data, rows.indices, rows.indptr, rows.n_features, bias,
-                               EMPTY_IDX, EMPTY_WEIGHT, QD)
+                               anchor_idx, coding_weight, QD)
     alpha = np.zeros((n, nr_class))
-    W = np.zeros((w_size, nr_class))
+    W = np.zeros((n_anchors * w_size, nr_class))
     alpha_index = np.empty((n, nr_class), dtype=np.int32)
     alpha_index[:] = np.arange(nr_class, dtype=np.int32)
     y_index = y.copy()
@@ -223,7 +232,8 @@ def solve_mcsvm_cs(rows: Rows, class_index: np.ndarray, nr_class: int,
     it = 0
     while it < max_iter:
         active_size, stopping = _mcsvm_cs.mcsvm_cs_pass(
-            rows.data, rows.indices, rows.indptr, rows.n_features, bias, y, class_C, QD,
+            rows.data, rows.indices, rows.indptr, rows.n_features, bias, anchor_idx,
+            coding_weight, y, class_C, QD,
             alpha, W, alpha_index, y_index, active_size_i, index, active_size, work,
             changed_class, rng_state)
         it += 1

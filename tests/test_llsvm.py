@@ -194,6 +194,68 @@ def test_dual_cd_llsvm_reaches_liblinear_objective(shared_data, solver, loss, na
         np.testing.assert_allclose(model.w[:, c], w_ref, atol=0.05 * np.abs(w_ref).max())
 
 
+def cs_primal_objective(W, Z, class_index, C):
+    """Crammer-Singer primal: 1/2 ||W||^2 + C sum_i max_m (W_m z_i + [m != y_i] - W_y z_i)."""
+    scores = Z @ W
+    n = scores.shape[0]
+    margin = scores + 1.0
+    margin[np.arange(n), class_index] -= 1.0
+    loss = margin.max(axis=1) - scores[np.arange(n), class_index]
+    return 0.5 * float(np.sum(W * W)) + C * float(np.sum(loss))
+
+
+# ------------------ Crammer-Singer LL-SVM == liblinear -s 4 on materialised features
+@pytest.mark.parametrize("name,n,coding", [
+    ("usps", 300, "-L 1 -A 6 -k 2"),
+    ("letter", 500, "-L 2 -u 0.1 -A 8 -k 3 -a 2"),
+    ("banana", 300, "-L 6 -A 8 -k 3"),        # two classes: two weight columns, like LIBLINEAR
+])
+def test_crammer_singer_llsvm_reaches_liblinear_objective(shared_data, name, n, coding):
+    from liblinear.liblinearutil import train as ll_train
+    y, X, _, _ = subset(shared_data, name, n)
+    C = 0.5
+    model = train(y, X, f"-s 4 {coding} -B 1 -c {C} -e 0.0001")
+    labels, class_index = group_classes(y)
+    assert model.solver_type == SolverType.MCSVM_CS and model.w.shape[1] == labels.size
+    Z = materialise(model, X)
+    ours = cs_primal_objective(model.w, Z, class_index, C)
+    # the same multi-class problem, explicit features, liblinear-official
+    ref_model = ll_train(class_index.astype(float), Z, f"-s 4 -c {C} -e 0.0001 -B -1 -q")
+    order = np.array(ref_model.get_labels(), dtype=int)
+    W_ref = np.zeros_like(model.w)
+    for col, c in enumerate(order):
+        W_ref[:, c] = ref_model.get_decfun(col)[0]
+    ref = cs_primal_objective(W_ref, Z, class_index, C)
+    assert ours == pytest.approx(ref, rel=2e-3), (ours, ref)
+    # predictions follow argmax over the classes, as for the linear -s 4
+    pred = model.labels_from_values(model.decision_values(as_rows(X)))
+    np.testing.assert_array_equal(pred, labels[np.argmax(Z @ model.w, axis=1)])
+
+
+def test_crammer_singer_llsvm_one_anchor_is_linear_s4(shared_data):
+    y, X, ty, tX = subset(shared_data, "usps", 600, 200)
+    local = train(y, X, "-s 4 -L 1 -A 1 -k 1 -B 1 -c 2 -a 1")
+    linear = train(y, X, "-s 4 -B 1 -c 2")
+    np.testing.assert_array_equal(local.w, linear.w)       # the same kernel, same order
+    np.testing.assert_array_equal(local.decision_values(as_rows(tX)),
+                                  linear.decision_values(as_rows(tX)))
+
+
+def test_crammer_singer_llsvm_accuracy_and_file(shared_data, tmp_path):
+    from lcoding import model_io
+    y, X, ty, tX = subset(shared_data, "usps", 3000)
+    linear = accuracy(train(y, X, "-s 4 -B 1"), tX, ty)
+    model = train(y, X, "-s 4 -L 2 -u 0.1 -A 50 -k 16 -B 1 -c 1")
+    assert accuracy(model, tX, ty) >= 0.92 and accuracy(model, tX, ty) > linear + 0.02
+    path = tmp_path / "cs.model"
+    model_io.save_model_file(str(path), model)
+    assert path.read_text().startswith("solver_type MCSVM_CS\n")
+    loaded = model_io.load_model_file(str(path))
+    np.testing.assert_array_equal(loaded.w, model.w)
+    np.testing.assert_array_equal(loaded.decision_values(as_rows(tX)),
+                                  model.decision_values(as_rows(tX)))
+
+
 def test_dual_cd_info_output_and_threads(shared_data):
     y, X, ty, tX = subset(shared_data, "usps", 800, 300)
     out = io.StringIO()

@@ -434,7 +434,8 @@ def test_kernels_reject_inconsistent_arrays():
         _oneclass.oneclass_pass(*X, np.ones(n), 0.01, np.zeros(n), np.zeros(d), np.zeros(n),
                                 np.arange(n, dtype=np.int32), n, np.zeros(8, np.uint8), state)
     with pytest.raises(ValueError):
-        _mcsvm_cs.mcsvm_cs_pass(*X, d, -1.0, np.zeros(n, np.int32), np.ones(3), np.ones(n),
+        _mcsvm_cs.mcsvm_cs_pass(*X, d, -1.0, np.zeros((0, 1), np.int32), np.zeros((0, 1)),
+                                np.zeros(n, np.int32), np.ones(3), np.ones(n),
                                 np.zeros((n, 2)), np.zeros((d, 2)), np.zeros((n, 2), np.int32),
                                 np.zeros(n, np.int32), np.full(n, 2, np.int32),
                                 np.arange(n, dtype=np.int32), n, np.zeros((5, 2)),
