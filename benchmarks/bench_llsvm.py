@@ -237,8 +237,9 @@ def tune_lcoding(name, y, X, base, points, log):
     """The best point on the data set's validation splits: (validation error %, options)."""
     points = list(points)
     if len(points) == 1:
-        log(f"    (single setting, no validation run) {join_options(base, points[0])}")
-        return None, join_options(base, points[0])
+        opts = join_options(base, points[0])
+        log(f"    (single setting, no validation run) {opts}")
+        return None, opts
     splits = validation_splits(name, X.n_rows)
     rows = {id(idx): X.take(idx) for pair in splits for idx in pair}   # taken once
 

@@ -213,16 +213,14 @@ def mcsvm_cs_pass(
             or rng_state.shape[0] < 1):
         raise ValueError("mcsvm_cs_pass: arrays disagree with the rows, features or classes")
     cdef Py_ssize_t stride = n_features + (1 if bias >= 0 else 0)
-    cdef Py_ssize_t n_anchors = 1
     if anchor_idx.shape[0] > 0:
         # the caller (lcoding.coding) guarantees anchor ids in [0, W.shape[0] / stride)
         if (anchor_idx.shape[0] != n or coding_weight.shape[0] != n
                 or coding_weight.shape[1] != anchor_idx.shape[1] or stride == 0
                 or W.shape[0] % stride != 0):
             raise ValueError("mcsvm_cs_pass: the coding disagrees with the rows or W")
-        n_anchors = W.shape[0] // stride
-    if W.shape[0] < n_anchors * stride:
-        raise ValueError("mcsvm_cs_pass: W has fewer rows than n_anchors * stride")
+    elif W.shape[0] < stride:
+        raise ValueError("mcsvm_cs_pass: W has fewer rows than the features (and bias)")
     cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
                                     anchor_idx, coding_weight, -1.0, 0)
     if nr_class == 0 or n == 0:

@@ -214,12 +214,13 @@ def check_local_params(params: TrainParams) -> None:
 def _binary_solver(solver_type: int):
     if solver_type in SGD_SOLVERS:
         return solve_sgd_hinge
-    return BINARY_SOLVERS.get(solver_type)     # None: -s 4, one joint problem
+    return BINARY_SOLVERS[solver_type]
 
 
 def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
                       seed_path: tuple = ()) -> Model:
-    """Train an LL-SVM (``-L 1/2/6``) or a linear SGD model (``-s 30 -L 0``).
+    """Train an LL-SVM (``-L 1/2/6``; one-vs-rest ``-s 1, 3, 30, 32`` or Crammer-Singer
+    ``-s 4``) or a linear SGD model (``-s 30 -L 0``).
 
     Returns a :class:`LocalModel` (a :class:`~lcoding.model.LinearModel` for
     ``-L 0``).  Labels follow LIBLINEAR's order (:func:`lcoding.training.group_classes`).
@@ -260,15 +261,6 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
         coding = Coding(idx, wt, coder.n_anchors)
         info(f"anchors: {coder.n_anchors} ({t_anchor:.2f} s), coding {coder.name} "
              f"k={coder.k} ({time.perf_counter() - t - t_anchor:.2f} s)\n")
-    n_anchors = 1 if coding is None else coding.n_anchors
-    stride = dim + (1 if bias >= 0 else 0)
-    solver = _binary_solver(solver_type)
-
-    def solve(c_pos: int, y_pm: np.ndarray, Cp: float, Cn: float) -> np.ndarray:
-        prob = BinaryProblem(rows, y_pm, Cp, Cn, bias,
-                             _rng_state(seed, _PURPOSE_SOLVER, *seed_path, c_pos), coding=coding)
-        return solver(prob, params, info).w
-
     if solver_type == SolverType.MCSVM_CS:
         # Crammer-Singer on the implicit features: one joint problem over the classes
         # (the paper's alternative to one-vs-all), anchors and codes shared
@@ -276,9 +268,18 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
         w = solve_mcsvm_cs(rows, class_index, nr_class, weighted_C, params, info,
                            _rng_state(seed, _PURPOSE_SOLVER, *seed_path, 0), coding=coding)
     else:
+        solver = _binary_solver(solver_type)
+
+        def solve(c_pos: int, y_pm: np.ndarray, Cp: float, Cn: float) -> np.ndarray:
+            prob = BinaryProblem(rows, y_pm, Cp, Cn, bias,
+                                 _rng_state(seed, _PURPOSE_SOLVER, *seed_path, c_pos),
+                                 coding=coding)
+            return solver(prob, params, info).w
+
         jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
-        nr_w = 1 if nr_class == 2 else nr_class
-        w = np.zeros((n_anchors * stride, nr_w))
+        n_anchors = 1 if coding is None else coding.n_anchors
+        stride = dim + (1 if bias >= 0 else 0)
+        w = np.zeros((n_anchors * stride, 1 if nr_class == 2 else nr_class))
         results = map_threads(lambda job: solve(*job), jobs, params.n_threads)
         for c, res in enumerate(results):
             w[:, c] = res
