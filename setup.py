@@ -25,15 +25,15 @@ directives = {
 
 extra_compile_args = ["-O3"] if not DEBUG else ["-O0", "-g"]
 
-# Every ``lcoding/_*.pyx`` is a kernel module; adding a file adds an extension.
+# Every ``lcoding/**/_*.pyx`` is a kernel module; adding a file adds an extension.
 KERNELS = sorted(
     os.path.splitext(os.path.relpath(path))[0].replace(os.sep, ".")
-    for path in glob.glob(os.path.join("lcoding", "_*.pyx"))
+    for path in glob.glob(os.path.join("lcoding", "**", "_*.pyx"), recursive=True)
 )
 # Development aid: LCODING_ONLY=_reader,_dual_cd builds just those kernels in place.
 if os.environ.get("LCODING_ONLY"):
-    _only = {"lcoding." + name.strip() for name in os.environ["LCODING_ONLY"].split(",")}
-    KERNELS = [name for name in KERNELS if name in _only]
+    _only = {name.strip() for name in os.environ["LCODING_ONLY"].split(",")}
+    KERNELS = [name for name in KERNELS if name.rsplit(".", 1)[-1] in _only]
 
 
 def kernel_extension(name):

@@ -61,5 +61,5 @@ def read_records(path):
 def unit_pixels(rows):
     """LIBSVM's USPS values (``datasets.load("usps_libsvm")``, on [-1, 1]) mapped to [0, 1],
     the range of the shared usps that the LL-SVM settings were validated on."""
-    from lcoding._validation import rows_from_dense
+    from lcoding.core.rows import rows_from_dense
     return rows_from_dense((rows.to_csr().toarray() + 1.0) / 2.0)

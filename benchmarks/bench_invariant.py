@@ -65,11 +65,11 @@ from pathlib import Path
 
 import numpy as np
 
-from lcoding import datasets
-from lcoding._validation import rows_from_dense
-from lcoding.invariant import train_kernel_model
-from lcoding.options import parse_train_options
-from lcoding.solvers import Messages
+from lcoding.io import datasets
+from lcoding.core.rows import rows_from_dense
+from lcoding.methods.invariant import train_kernel_model
+from lcoding.core.options import parse_train_options
+from lcoding.core.messages import Messages
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

@@ -49,13 +49,14 @@ from pathlib import Path
 
 import numpy as np
 
-from lcoding import datasets
-from lcoding.coding import kernel_map_of
-from lcoding.kq_metrics import KQPreprocess, blas_threads, class_scores, select_kq_params, \
-    train_kq_model
-from lcoding.options import parse_train_options
-from lcoding.solvers import Messages
-from lcoding.training import group_classes, train_model
+from lcoding.io import datasets
+from lcoding.local.coding import kernel_map_of
+from lcoding.methods.kq import (KQPreprocess, blas_threads, class_scores, select_kq_params,
+                                train_kq_model)
+from lcoding.core.options import parse_train_options
+from lcoding.core.messages import Messages
+from lcoding.core.classes import group_classes
+from lcoding.training import train_model
 
 HERE = Path(__file__).resolve().parent
 PAPER = {"single": 1.36, "vote": 1.15, "flats": 1.6, "svm": 1.4, "pass_s": 300.0 / 40}

@@ -22,11 +22,11 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from lcoding import datasets
-from lcoding._validation import as_rows
+from lcoding.io import datasets
+from lcoding.core.rows import as_rows
 from lcoding.liblinearutil import predict as lc_predict
 from lcoding.liblinear import model as lc_model
-from lcoding.options import parse_train_options
+from lcoding.core.options import parse_train_options
 from lcoding.training import train_model
 
 

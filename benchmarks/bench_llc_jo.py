@@ -48,9 +48,9 @@ import numpy as np
 
 from _bench_common import Clock, load_avg, read_records, timed_fit_predict
 
-from lcoding import datasets
-from lcoding._validation import as_rows
-from lcoding.options import parse_train_options
+from lcoding.io import datasets
+from lcoding.core.rows import as_rows
+from lcoding.core.options import parse_train_options
 from lcoding.training import train_model
 
 HERE = Path(__file__).resolve().parent

@@ -56,8 +56,8 @@ import numpy as np
 from _bench_common import (Clock, cv_splits, load_avg, read_records, timed_fit_predict,
                            unit_pixels)
 
-from lcoding import datasets
-from lcoding.options import parse_train_options
+from lcoding.io import datasets
+from lcoding.core.options import parse_train_options
 from lcoding.training import train_model
 
 HERE = Path(__file__).resolve().parent

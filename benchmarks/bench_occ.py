@@ -52,9 +52,9 @@ import numpy as np
 
 from _bench_common import Clock, cv_splits, unit_pixels
 
-from lcoding import datasets
-from lcoding._validation import as_rows
-from lcoding.options import parse_train_options
+from lcoding.io import datasets
+from lcoding.core.rows import as_rows
+from lcoding.core.options import parse_train_options
 from lcoding.training import train_model
 
 HERE = Path(__file__).resolve().parent

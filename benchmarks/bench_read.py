@@ -26,8 +26,8 @@ try:
     import lcoding  # noqa: F401  (only: is the package importable?)
 except ImportError:   # run from a source checkout with in-place extensions
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from lcoding import datasets
-from lcoding.io import svm_read_problem
+from lcoding.io import datasets
+from lcoding.io.reader import svm_read_problem
 
 try:
     from liblinear.commonutil import svm_read_problem as reference_read

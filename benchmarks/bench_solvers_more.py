@@ -35,9 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-from lcoding.datasets import load
-from lcoding.options import parse_train_options
-from lcoding.solvers import Messages
+from lcoding.io.datasets import load
+from lcoding.core.options import parse_train_options
+from lcoding.core.messages import Messages
 from lcoding.training import train_model
 
 try:

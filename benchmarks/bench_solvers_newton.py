@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lcoding import datasets
-from lcoding.options import parse_train_options
+from lcoding.io import datasets
+from lcoding.core.options import parse_train_options
 from lcoding.training import train_model
 
 SOLVERS = (0, 2, 7, 11)

@@ -16,9 +16,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from lcoding import datasets  # noqa: E402
-from lcoding._validation import as_rows  # noqa: E402
-from lcoding.options import parse_train_options  # noqa: E402
+from lcoding.io import datasets  # noqa: E402
+from lcoding.core.rows import as_rows  # noqa: E402
+from lcoding.core.options import parse_train_options  # noqa: E402
 from lcoding.training import train_model  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "llsvm_banana.png"

@@ -14,8 +14,14 @@ import sys
 
 import numpy as np
 
-from lcoding.options import (REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError, check_parameter,
-                             parse_predict_options, parse_train_options, predict_usage, train_usage)
+from lcoding.commonutil import evaluations
+from lcoding.core.messages import Messages
+from lcoding.core.options import (REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError, check_parameter,
+                                  parse_predict_options, parse_train_options, predict_usage, train_usage)
+from lcoding.io.model_files import ModelFileError, save_model_file
+from lcoding.io.reader import read_libsvm
+from lcoding.param_search import find_parameters
+from lcoding.training import cross_validation, load_model_file, train_model
 
 _FLAGS_WITHOUT_VALUE = {opt.flag for opt in TRAIN_OPTIONS if opt.kind is None}
 
@@ -38,16 +44,10 @@ def _split_train_argv(argv):
 
 
 def _read(path, n_features=None):
-    from lcoding.io import read_libsvm
     return read_libsvm(path, n_features=n_features)
 
 
 def _train(argv):
-    from lcoding.model_io import save_model_file
-    from lcoding.solvers import Messages
-    from lcoding.training import cross_validation, train_model
-    from lcoding.commonutil import evaluations
-
     opt_tokens, files = _split_train_argv(argv)
     if not files or len(files) > 2:
         raise _Exit(1, train_usage())
@@ -69,7 +69,6 @@ def _train(argv):
         raise _Exit(1, f"ERROR: {str(err).removeprefix('Error: ')}\n") from None
     info = Messages(params.quiet)
     if params.flag_find_parameters:
-        from lcoding.param_search import find_parameters
         print(f"Doing parameter search with {params.nr_fold}-fold cross validation.")
         best_C, best_p, best_score = find_parameters(y, rows, params, info)
         if params.solver_type in (0, 2):
@@ -102,9 +101,6 @@ def _split_predict_argv(argv):
 
 
 def _predict(argv):
-    from lcoding.commonutil import evaluations
-    from lcoding.model_io import ModelFileError, load_model_file
-
     opt_tokens, files = _split_predict_argv(argv)
     if len(files) != 3:
         raise _Exit(1, predict_usage())

@@ -7,6 +7,8 @@ import sys
 import numpy as np
 import scipy.sparse as sp
 
+from lcoding.io.reader import svm_read_problem as _read
+
 __all__ = ["svm_read_problem", "evaluations", "csr_find_scale_param", "csr_scale"]
 
 
@@ -17,9 +19,8 @@ def svm_read_problem(data_source, return_scipy=False):
     Default: ``y`` a list of floats, ``x`` a list of dicts {index: value} (explicit
     zeros kept).  ``return_scipy=True``: ``y`` a float64 ndarray, ``x`` a float64
     ``scipy.sparse.csr_matrix`` with 0-based columns.  Malformed input raises
-    ``lcoding.io.LibsvmFormatError`` naming the file and line.
+    ``lcoding.io.reader.LibsvmFormatError`` naming the file and line.
     """
-    from lcoding.io import svm_read_problem as _read
     return _read(data_source, return_scipy=return_scipy)
 
 

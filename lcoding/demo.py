@@ -11,7 +11,7 @@ import os
 import tempfile
 import time
 
-from lcoding import datasets
+from lcoding.io import datasets
 from lcoding.liblinearutil import load_model, predict, save_model, svm_read_problem, train
 
 # (data set, option string, what it is)

@@ -17,9 +17,9 @@ from ctypes import POINTER, Structure, c_double, c_int, cast
 import numpy as np
 import scipy.sparse as sp
 
-from lcoding._validation import Rows, as_labels, as_rows
-from lcoding.model import LinearModel, Model
-from lcoding.options import SolverType, TrainParams, parse_train_options
+from lcoding.core.rows import Rows, as_labels, as_rows
+from lcoding.core.model import LinearModel, Model
+from lcoding.core.options import SolverType, TrainParams, parse_train_options
 
 __all__ = ["liblinear", "feature_node", "gen_feature_nodearray", "problem", "parameter",
            "model", "toPyModel", "solver_names", "print_null"]

@@ -17,15 +17,16 @@ import scipy.sparse as sp
 
 from lcoding import commonutil as _commonutil
 from lcoding import liblinear as _liblinear
-from lcoding._validation import as_labels, as_rows
+from lcoding.core.rows import as_labels, as_rows
 from lcoding.commonutil import *  # noqa: F401,F403
 from lcoding.commonutil import evaluations
 from lcoding.liblinear import *  # noqa: F401,F403
 from lcoding.liblinear import model, parameter, problem, toPyModel
-from lcoding.model_io import load_model_file, save_model_file
-from lcoding.options import REGRESSION_SOLVERS, check_parameter, parse_predict_options
-from lcoding.solvers import Messages
-from lcoding.training import cross_validation, train_model
+from lcoding.core.messages import Messages
+from lcoding.core.options import REGRESSION_SOLVERS, check_parameter, parse_predict_options
+from lcoding.io.model_files import save_model_file
+from lcoding.param_search import find_parameters
+from lcoding.training import cross_validation, load_model_file, train_model
 
 __all__ = ["load_model", "save_model", "train", "predict"] + _liblinear.__all__ + _commonutil.__all__
 
@@ -34,7 +35,7 @@ def load_model(model_file_name):
     """load_model(model_file_name) -> model
 
     Load a model written by lcoding or by LIBLINEAR.  A missing file raises
-    ``FileNotFoundError``; a truncated or corrupt one ``lcoding.model_io.ModelFileError``
+    ``FileNotFoundError``; a truncated or corrupt one ``lcoding.io.model_files.ModelFileError``
     naming the line.
     """
     return toPyModel(load_model_file(model_file_name))
@@ -80,7 +81,6 @@ def train(arg1, arg2=None, arg3=None):
     info = Messages(param.quiet)
 
     if param.flag_find_parameters:
-        from lcoding.param_search import find_parameters
         best_C, best_p, best_score = find_parameters(prob.y, prob.rows, param, info)
         if param.solver_type in (0, 2):
             print("Best C = %g  CV accuracy = %g%%\n" % (best_C, 100.0 * best_score))

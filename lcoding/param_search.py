@@ -33,12 +33,15 @@ import sys
 
 import numpy as np
 
-from lcoding._validation import Rows
-from lcoding.model import LinearModel
-from lcoding.options import SolverType, TrainParams, check_parameter
-from lcoding.solvers import BINARY_SOLVERS, BinaryProblem, Messages
-from lcoding.training import (REGRESSION_SOLVERS_TABLE, _PURPOSE_CV, _PURPOSE_SOLVER,
-                              _weighted_C, group_classes, rng_state)
+from lcoding.core.rows import Rows
+from lcoding.core.model import LinearModel
+from lcoding.core.options import SolverType, TrainParams, check_parameter
+from lcoding.linear.solvers import BINARY_SOLVERS
+from lcoding.linear.problem import BinaryProblem
+from lcoding.core.messages import Messages
+from lcoding.linear.solvers import REGRESSION_SOLVERS_TABLE
+from lcoding.core.seeds import PURPOSE_CV, PURPOSE_SOLVER, rng_state
+from lcoding.core.classes import class_costs, group_classes
 
 SEARCHABLE_SOLVERS = (int(SolverType.L2R_LR), int(SolverType.L2R_L2LOSS_SVC),
                       int(SolverType.L2R_L2LOSS_SVR))
@@ -122,12 +125,12 @@ class _Fold:
         seed = params.seed
         if solver_type == SolverType.L2R_L2LOSS_SVR:
             prob = BinaryProblem(self.rows, self.y.astype(np.float64), params.C, params.C, bias,
-                                 rng_state(seed, _PURPOSE_SOLVER, self.index, 0))
+                                 rng_state(seed, PURPOSE_SOLVER, self.index, 0))
             res = REGRESSION_SOLVERS_TABLE[solver_type](prob, params, quiet, init_w=init_w)
             return LinearModel(solver_type, 2, None, nr_feature, bias, res.w.reshape(w_size, 1))
         labels = self.labels
         nr_class = labels.size
-        weighted_C = _weighted_C(labels, params)
+        weighted_C = class_costs(labels, params)
         solver = BINARY_SOLVERS[solver_type]
         if nr_class == 2:
             problems = [(np.where(self.class_index == 0, 1, -1), weighted_C[0], weighted_C[1])]
@@ -140,7 +143,7 @@ class _Fold:
         w = np.zeros((w_size, nr_w))
         for c, (y_pm, Cp, Cn) in enumerate(problems):
             prob = BinaryProblem(self.rows, y_pm.astype(np.int8), Cp, Cn, bias,
-                                 rng_state(seed, _PURPOSE_SOLVER, self.index, c))
+                                 rng_state(seed, PURPOSE_SOLVER, self.index, c))
             start = None if init_w is None else init_w[:, c]
             w[:, c] = solver(prob, params, quiet, init_w=start).w
         return LinearModel(solver_type, nr_class, labels, nr_feature, bias, w)
@@ -217,7 +220,7 @@ def find_parameters(y, rows: Rows, params: TrainParams, info: Messages,
         sys.stderr.write("WARNING: # folds > # data. Will use # folds = # data instead "
                          "(i.e., leave-one-out cross validation)\n")
     if perm is None:
-        rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, _PURPOSE_CV)[0]))
+        rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, PURPOSE_CV)[0]))
         perm = rng.permutation(l)
     else:
         perm = np.asarray(perm, dtype=np.int64)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from lcoding import datasets
+from lcoding.io import datasets
 
 
 def _require_data(name):
@@ -40,6 +40,14 @@ def shared_data():
 
 
 _libc = ctypes.CDLL(None)
+
+
+@pytest.fixture(autouse=True)
+def _seed_c_rand():
+    """liblinear-official draws its sample orders from the C library's rand(), whose
+    state carries over from test to test: seed it before every test so that a
+    reference run does not depend on which tests ran before it."""
+    _libc.srand(1)
 
 
 def flush_c_stdout():

@@ -95,7 +95,7 @@ def _read(path, n_rows, n_features):
 
 
 def load(name):
-    from lcoding import datasets
+    from lcoding.io import datasets
     if name in ("banana",):
         y, X = _read(datasets.dataset_path("banana", "train"), 300, 2)
         return y, X

@@ -1,0 +1,2 @@
+"""Files: the LIBSVM reader (``reader``), model files (``model_files``) and the
+benchmark data sets (``datasets``)."""

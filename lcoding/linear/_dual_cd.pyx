@@ -1,0 +1,120 @@
+# Dual coordinate descent for L2-regularised L1- and L2-loss SVMs, over coded rows.
+#
+# Solves (Hsieh et al., ICML 2008, Algorithm 3; LIBLINEAR's solve_l2r_l1l2_svc)
+#
+#     min_alpha  1/2 alpha^T (Q + D) alpha - e^T alpha,   0 <= alpha_i <= U_i,
+#     Q_ij = y_i y_j <z_i, z_j>,
+#
+# L1 loss (-s 3): D_ii = 0, U_i = C_i;  L2 loss (-s 1): D_ii = 1/(2 C_i), U_i = inf,
+# keeping W = sum_i y_i alpha_i z_i so that the gradient of coordinate i is
+#
+#     G_i = y_i <W, z_i> - 1 + D_ii alpha_i .
+#
+# z_i is the implicit feature gamma(x_i) (x) [x_i; B] of _rows.pxd: with the linear
+# coding this is LIBLINEAR's solver, with a local coding it is the dual-CD LL-SVM
+# (LL-SVM paper eq. 3 solved "as a QP"; anchor-plane LIB-LLSVM, seed 000 eq. 9, whose
+# single bias is the shared_bias coordinate of _rows.pxd, weight W[-1]).
+#
+# One call = one outer iteration (a random permutation of the active set and one
+# sweep with shrinking).  The Python driver owns the stopping rule, the shrinking
+# thresholds PGmax_old / PGmin_old between calls and the iteration cap.
+from libc.math cimport fabs
+from libc.stdint cimport int64_t, uint64_t
+
+from lcoding.core._rng cimport rng_shuffle_prefix
+from lcoding.core._rows cimport CodedRows, make_rows, coded_dot, coded_axpy, coded_sqnorm
+
+cdef double INF = float("inf")
+
+
+def coded_row_sqnorms(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        Py_ssize_t n_features, double bias,
+        const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN
+        double[::1] out,   # OUT ||z_i||^2
+        double shared_bias=-1.0):
+    cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
+                                    anchor_idx, coding_weight, shared_bias, 0)
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(out.shape[0]):
+            out[i] = coded_sqnorm(&rows, i)
+
+
+def dual_cd_pass(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        Py_ssize_t n_features, double bias,
+        const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN
+        const signed char[::1] y,          # IN  +1 / -1
+        const double[::1] QD,              # IN  ||z_i||^2 + D_ii
+        const double[::1] diag,            # IN  D_ii
+        const double[::1] upper_bound,     # IN  U_i
+        double[::1] alpha,                 # INOUT
+        double[::1] W,                     # INOUT  n_anchors * stride
+        int[::1] index,                    # INOUT  active set first, in visiting order
+        Py_ssize_t active_size,
+        double PGmax_old, double PGmin_old,
+        uint64_t[::1] rng_state,           # INOUT
+        double shared_bias=-1.0):          # one bias shared by all anchors, weight W[-1]
+    """One outer iteration; returns ``(active_size, PGmax_new, PGmin_new)``."""
+    cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
+                                    anchor_idx, coding_weight, shared_bias, W.shape[0] - 1)
+    cdef Py_ssize_t s, i, j
+    cdef int tmp
+    cdef double G, PG, U, alpha_old, d
+    cdef double PGmax_new = -INF
+    cdef double PGmin_new = INF
+    cdef signed char yi
+    cdef double* Wp = &W[0]
+    cdef uint64_t* state = &rng_state[0]
+
+    with nogil:
+        rng_shuffle_prefix(&index[0], active_size, state)
+
+        s = 0
+        while s < active_size:
+            i = index[s]
+            yi = y[i]
+            G = yi * coded_dot(&rows, i, Wp) - 1.0 + alpha[i] * diag[i]
+            U = upper_bound[i]
+            PG = 0.0
+            if alpha[i] == 0.0:
+                if G > PGmax_old:
+                    # shrink: bound variable that is unlikely to move
+                    active_size -= 1
+                    tmp = index[s]; index[s] = index[active_size]; index[active_size] = tmp
+                    continue
+                elif G < 0.0:
+                    PG = G
+            elif alpha[i] == U:
+                if G < PGmin_old:
+                    active_size -= 1
+                    tmp = index[s]; index[s] = index[active_size]; index[active_size] = tmp
+                    continue
+                elif G > 0.0:
+                    PG = G
+            else:
+                PG = G
+
+            if PG > PGmax_new:
+                PGmax_new = PG
+            if PG < PGmin_new:
+                PGmin_new = PG
+
+            if fabs(PG) > 1.0e-12:
+                alpha_old = alpha[i]
+                if QD[i] > 0.0:
+                    alpha[i] = alpha[i] - G / QD[i]
+                else:
+                    # an empty row under the L1 loss (no bias): the step is G / 0, i.e.
+                    # the bound in the descent direction (LIBLINEAR's -inf, then clipped)
+                    alpha[i] = U if G < 0.0 else 0.0
+                if alpha[i] < 0.0:
+                    alpha[i] = 0.0
+                elif alpha[i] > U:
+                    alpha[i] = U
+                d = (alpha[i] - alpha_old) * yi
+                coded_axpy(&rows, i, d, Wp)
+            s += 1
+
+    return active_size, PGmax_new, PGmin_new

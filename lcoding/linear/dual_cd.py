@@ -1,0 +1,110 @@
+"""LIBLINEAR's dual coordinate descent for L2-regularised SVC (``-s 1``, ``-s 3``).
+
+Python owns iteration counts, stopping rules and messages; the typed kernel
+``_dual_cd`` does the per-sample work.  The same driver serves linear models
+(``coding=None``) and locally linear models (a coding with ``anchor_idx`` /
+``coding_weight`` of shape ``(n, k)`` and ``n_anchors`` blocks of ``W``), because
+the kernels run on the coded-row abstraction of ``lcoding/core/_rows.pxd``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lcoding.linear import _dual_cd
+from lcoding.core.messages import Messages
+from lcoding.core.options import TrainParams
+from lcoding.linear.newton import train_l2r_l2loss_svc
+from lcoding.linear.problem import BinaryProblem, SolveResult
+
+
+def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
+                       loss: str, max_iter: int | None = None) -> SolveResult:
+    """Dual coordinate descent for L2-regularised L1-loss (``loss="l1"``, -s 3)
+    or L2-loss (``loss="l2"``, -s 1) SVC, with LIBLINEAR's shrinking and stopping.
+
+    Stops when the projected-gradient spread is within ``eps`` on the full set
+    (after unshrinking), or after ``max_iter`` outer iterations.
+    """
+    rows = prob.rows
+    n = rows.n_rows
+    y = np.ascontiguousarray(prob.y, dtype=np.int8)
+    C = prob.per_row_C()
+    if loss == "l2":
+        diag = 0.5 / C
+        upper = np.full(n, np.inf)
+    elif loss == "l1":
+        diag = np.zeros(n)
+        upper = C.copy()
+    else:
+        raise ValueError(f"unknown loss {loss!r}")
+    anchor_idx, coding_weight = prob.coding_arrays()
+    bias, shared_bias = prob.kernel_bias
+    QD = np.empty(n)
+    _dual_cd.coded_row_sqnorms(rows.data, rows.indices, rows.indptr, rows.n_features,
+                               bias, anchor_idx, coding_weight, QD, shared_bias)
+    QD += diag
+    alpha = np.zeros(n)
+    W = np.zeros(prob.w_size)
+    index = np.arange(n, dtype=np.int32)
+    eps = params.resolved_eps()
+    max_iter = params.max_iter if max_iter is None else max_iter
+    active_size = n
+    PGmax_old, PGmin_old = np.inf, -np.inf
+    it = 0
+    while it < max_iter:
+        active_size, PGmax_new, PGmin_new = _dual_cd.dual_cd_pass(
+            rows.data, rows.indices, rows.indptr, rows.n_features, bias,
+            anchor_idx, coding_weight, y, QD, diag, upper, alpha, W, index,
+            active_size, PGmax_old, PGmin_old, prob.rng_state, shared_bias)
+        it += 1
+        if it % 10 == 0:
+            info(".")
+        if PGmax_new - PGmin_new <= eps and abs(PGmax_new) <= eps and abs(PGmin_new) <= eps:
+            if active_size == n:
+                break
+            active_size = n
+            info("*")
+            PGmax_old, PGmin_old = np.inf, -np.inf
+            continue
+        PGmax_old = PGmax_new if PGmax_new > 0 else np.inf
+        PGmin_old = PGmin_new if PGmin_new < 0 else -np.inf
+    info(f"\noptimization finished, #iter = {it}\n")
+    objective = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
+    info(f"Objective value = {objective:f}\n")
+    info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
+    return SolveResult(W, it, objective, alpha)
+
+
+# What to do when the dual CD of a locally linear model stops at the iteration cap
+# (there is no primal -s 2 fallback on coded rows).  The dual CD slows down when the
+# implicit features gamma(x) (x) [x; B] are badly conditioned: unscaled inputs with
+# a large common component (LETTER's raw 0..15 values), or LLC weights of mixed
+# sign (-L 6 with a small ridge).  The model is still usable (the weights of the
+# last pass), as LIBLINEAR's is.  docs/llsvm.md, "Convergence of the dual CD".
+LOCAL_CAP_REMEDY = (
+    "The locally linear dual CD converges slowly on badly conditioned codes: scale the "
+    "features (e.g. to [-1, 1] as svm-scale does), lower -c, raise the LLC ridge -u with "
+    "-L 6 or use the Gaussian coding -L 2, or train with -s 30; see docs/llsvm.md\n")
+
+
+def train_l2loss_svc_dual(prob, params, info):
+    res = solve_l2r_l1l2_svc(prob, params, info, "l2")
+    if res.n_iter >= params.max_iter:
+        if prob.coding is None:
+            info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
+            # LIBLINEAR continues Newton from the dual solution's w
+            return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
+        remedy = LOCAL_CAP_REMEDY if prob.coding is not None else ""
+        info("\nWARNING: reaching max number of iterations\n" + remedy + "\n")
+    return res
+
+
+def train_l1loss_svc_dual(prob, params, info):
+    res = solve_l2r_l1l2_svc(prob, params, info, "l1")
+    if res.n_iter >= params.max_iter:
+        if prob.coding is not None:
+            info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
+        else:
+            info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster "
+                 "(also see FAQ)\n\n")
+    return res

@@ -1,0 +1,300 @@
+"""LIBLINEAR's primal Newton solvers (-s 0, 2, 11) and the dual logistic
+regression solver (-s 7), registered into the solver tables on import.
+
+Primal (``_newton.ErmObjective`` does the O(nnz) work):
+
+* -s 0  L2R_LR          min 1/2 w'w + sum C_i log(1 + exp(-y_i w'x_i))
+* -s 2  L2R_L2LOSS_SVC  min 1/2 w'w + sum C_i max(0, 1 - y_i w'x_i)^2
+* -s 11 L2R_L2LOSS_SVR  min 1/2 w'w + sum C max(0, |w'x_i - y_i| - p)^2
+
+solved by LIBLINEAR 2.50's truncated Newton method (newton.cpp): a preconditioned
+conjugate-gradient direction, stopped by the quadratic-model rule of Galli & Lin
+(IEEE TNNLS 2021), then a backtracking line search (Armijo, eta = 0.01, at most 20
+halvings).  Newton stops when ``|g(w)| <= tol * |g(0)|`` with
+``tol = eps * max(min(#pos, #neg), 1) / l`` for classification and ``tol = eps``
+for regression, times ``tol_scale`` (the dual solvers' fallbacks pass 0.1 or
+0.001, as LIBLINEAR's ``train_one`` does).  ``-R`` leaves the bias coordinate
+(the last one, ``-B 1`` required) out of the regulariser.
+
+Dual (``_dual_lr.lr_dual_cd_pass`` does one sweep): -s 7, Yu, Huang & Lin (MLJ
+2011); after ``params.max_iter`` (300) outer iterations it switches to -s 0 from
+the dual's w with the primal tolerance times 0.1, as LIBLINEAR does.
+
+Every solver here takes ``(prob, params, info, *, tol_scale=1.0, init_w=None)``;
+``init_w`` warm-starts the primal solvers (LIBLINEAR's ``init_sol``, used by the
+``-C`` search of :mod:`lcoding.param_search`).  The primal solvers train plain
+linear models only; -s 7 also runs on a local coding (without the -s 0 fallback).
+Printed progress text is LIBLINEAR's, character for character.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import xlogy
+
+from lcoding.linear import _dual_cd, _dual_lr, _newton
+from lcoding.core.options import SolverType, TrainParams
+from lcoding.linear.problem import BinaryProblem, SolveResult
+from lcoding.core.messages import Messages
+
+# newton.cpp's constants
+NEWTON_MAX_ITER = 1000
+CG_EPS = 0.5                  # eps_cg: CG stops once the quadratic model's relative
+                              # decrease per step falls below min(CG_EPS, sqrt(|g|_M^-1))
+PRECONDITIONER_BLEND = 0.01   # M = (1 - a) I + a diag(H)
+ARMIJO_ETA = 0.01
+MAX_LINE_SEARCH = 20
+
+# solve_l2r_lr_dual's constants
+LR_DUAL_INNER_EPS = 1e-2      # first inner Newton tolerance, shrunk 10x per quiet sweep
+LR_DUAL_INNER_EPS_MIN = 1e-8
+
+
+def primal_tolerance(prob: BinaryProblem, params: TrainParams, regression: bool,
+                     tol_scale: float = 1.0) -> float:
+    """LIBLINEAR's ``primal_solver_tol``: the factor on ``|g(0)|`` that stops Newton."""
+    eps = params.resolved_eps()
+    if regression:
+        return eps * tol_scale
+    n = prob.rows.n_rows
+    pos = int(np.count_nonzero(np.asarray(prob.y) > 0))
+    neg = n - pos
+    return eps * max(min(pos, neg), 1) / max(n, 1) * tol_scale
+
+
+def _require_linear(prob: BinaryProblem, solver_type: int) -> None:
+    if prob.coding is not None:
+        raise ValueError(
+            f"-s {solver_type} ({SolverType(solver_type).name}): the primal Newton solver trains "
+            f"plain linear models only; use a dual or SGD solver with a local coding")
+
+
+def _objective_for(prob: BinaryProblem, params: TrainParams, loss: int) -> _newton.ErmObjective:
+    rows = prob.rows
+    if loss == _newton.LOSS_SQUARED_EPS_INSENSITIVE:
+        # regression has one C for every row (LIBLINEAR: param->C), carried as Cp
+        y = np.ascontiguousarray(prob.y, dtype=np.float64)
+        C = np.full(rows.n_rows, float(prob.Cp)) if prob.sample_C is None \
+            else np.ascontiguousarray(prob.sample_C, dtype=np.float64)
+    else:
+        y = np.where(np.asarray(prob.y) > 0, 1.0, -1.0)
+        C = np.ascontiguousarray(prob.per_row_C(), dtype=np.float64)
+    return _newton.ErmObjective(rows.data, rows.indices, rows.indptr, rows.n_features,
+                                float(prob.bias), y, C, loss, float(params.p),
+                                bool(params.regularize_bias))
+
+
+def _preconditioned_cg(fun: _newton.ErmObjective, g: np.ndarray, M: np.ndarray,
+                       s: np.ndarray, info: Messages) -> int:
+    """Approximately solve H s = -g by CG preconditioned with ``M``; returns the
+    number of CG steps.  Stops on the relative decrease of the quadratic model
+    Q(s) = g's + s'Hs/2 (newton.cpp's ``pcg``)."""
+    n = g.shape[0]
+    s[:] = 0.0
+    r = -g
+    z = r / M
+    d = z.copy()
+    Hd = np.empty(n)
+    zTr = float(z @ r)
+    cgtol = min(CG_EPS, math.sqrt(math.sqrt(zTr)))
+    Q = 0.0
+    cg_iter = 0
+    max_cg_iter = max(n, 5)
+    while cg_iter < max_cg_iter:
+        cg_iter += 1
+        fun.hessian_vector(d, Hd)
+        dHd = float(d @ Hd)
+        if dHd <= 1.0e-16:        # d is (numerically) a zero-curvature direction
+            break
+        step = zTr / dHd
+        s += step * d
+        r -= step * Hd
+        new_Q = -0.5 * (float(s @ r) - float(s @ g))
+        Q_diff = new_Q - Q
+        if new_Q <= 0 and Q_diff <= 0:
+            if cg_iter * Q_diff >= cgtol * new_Q:
+                break
+        else:
+            info("WARNING: quadratic approximation > 0 or increasing in CG\n")
+            break
+        Q = new_Q
+        np.divide(r, M, out=z)
+        new_zTr = float(z @ r)
+        d *= new_zTr / zTr
+        d += z
+        zTr = new_zTr
+    if cg_iter == max_cg_iter:
+        info("WARNING: reaching maximal number of CG steps\n")
+    return cg_iter
+
+
+def _line_search(fun: _newton.ErmObjective, w: np.ndarray, s: np.ndarray, f: float,
+                 g: np.ndarray, regularize_bias: bool) -> tuple[float, float]:
+    """Backtracking from step 1 until the Armijo condition holds; updates ``w``
+    in place and returns ``(step, f_new)`` (step 0: failed, w unchanged)."""
+    fun.set_direction(s)
+    sTs = float(s @ s)
+    wTs = float(w @ s)
+    gTs = float(g @ s)
+    if not regularize_bias:      # the bias is not in the regulariser
+        sTs -= s[-1] * s[-1]
+        wTs -= s[-1] * w[-1]
+    wTw = fun.wTw
+    alpha = 1.0
+    for _ in range(MAX_LINE_SEARCH):
+        f_new = fun.loss_at_step(alpha) + (alpha * alpha * sTs + wTw) / 2.0 + alpha * wTs
+        if f_new - f <= ARMIJO_ETA * alpha * gTs:
+            fun.take_step(alpha, wTw + (alpha * alpha * sTs + 2.0 * alpha * wTs))
+            w += alpha * s
+            return alpha, f_new
+        alpha *= 0.5
+    return 0.0, f
+
+
+def newton(fun: _newton.ErmObjective, w: np.ndarray, eps: float, info: Messages,
+           regularize_bias: bool, max_iter: int = NEWTON_MAX_ITER) -> tuple[float, int]:
+    """Minimise ``fun`` from ``w`` (updated in place) until ``|g| <= eps |g(0)|``.
+    Returns ``(f, number of Newton steps taken)``."""
+    n = w.shape[0]
+    g = np.empty(n)
+    if np.any(w):
+        # the stopping rule is relative to the gradient at w = 0
+        fun.value(np.zeros(n))
+        fun.gradient(np.zeros(n), g)
+        gnorm0 = float(np.linalg.norm(g))
+    f = fun.value(w)
+    fun.gradient(w, g)
+    gnorm = float(np.linalg.norm(g))
+    if not np.any(w):
+        gnorm0 = gnorm
+    info("init f %5.3e |g| %5.3e\n" % (f, gnorm))
+
+    s = np.empty(n)
+    M = np.empty(n)
+    it = 1               # newton.cpp's counter: the number of the step under way
+    steps = 0
+    search = not gnorm <= eps * gnorm0
+    while it <= max_iter and search:
+        fun.diag_preconditioner(M)
+        M *= PRECONDITIONER_BLEND
+        M += 1.0 - PRECONDITIONER_BLEND
+        cg_iter = _preconditioned_cg(fun, g, M, s, info)
+        f_old = f
+        step, f = _line_search(fun, w, s, f, g, regularize_bias)
+        if step == 0:
+            info("WARNING: line search fails\n")
+            break
+        steps += 1
+        fun.gradient(w, g)
+        gnorm = float(np.linalg.norm(g))
+        info("iter %2d f %5.3e |g| %5.3e CG %3d step_size %4.2e \n"
+             % (it, f, gnorm, cg_iter, step))
+        if gnorm <= eps * gnorm0:
+            break
+        if f < -1.0e+32:
+            info("WARNING: f < -1.0e+32\n")
+            break
+        if abs(f_old - f) <= 1.0e-12 * abs(f):
+            info("WARNING: actred too small\n")
+            break
+        it += 1
+    if it >= max_iter:
+        info("\nWARNING: reaching max number of Newton iterations\n")
+    return f, steps
+
+
+def _solve_primal(prob: BinaryProblem, params: TrainParams, info: Messages, loss: int,
+                  solver_type: int, tol_scale: float, init_w) -> SolveResult:
+    _require_linear(prob, solver_type)
+    regression = loss == _newton.LOSS_SQUARED_EPS_INSENSITIVE
+    fun = _objective_for(prob, params, loss)
+    w = np.zeros(prob.stride)
+    if init_w is not None:
+        init_w = np.asarray(init_w, dtype=np.float64).reshape(-1)
+        if init_w.shape[0] != w.shape[0]:
+            raise ValueError(f"init_w has {init_w.shape[0]} values, the model has {w.shape[0]}")
+        w[:] = init_w
+    eps = primal_tolerance(prob, params, regression, tol_scale)
+    f, it = newton(fun, w, eps, info, bool(params.regularize_bias))
+    return SolveResult(w, it, f)
+
+
+def train_l2r_lr(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResult:
+    """-s 0: L2-regularised logistic regression, primal Newton."""
+    return _solve_primal(prob, params, info, _newton.LOSS_LOGISTIC, 0, tol_scale, init_w)
+
+
+def train_l2r_l2loss_svc(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResult:
+    """-s 2: L2-regularised squared-hinge SVM, primal Newton."""
+    return _solve_primal(prob, params, info, _newton.LOSS_SQUARED_HINGE, 2, tol_scale, init_w)
+
+
+def train_l2r_l2loss_svr(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResult:
+    """-s 11: L2-regularised squared epsilon-insensitive SVR, primal Newton."""
+    return _solve_primal(prob, params, info, _newton.LOSS_SQUARED_EPS_INSENSITIVE, 11,
+                         tol_scale, init_w)
+
+
+def solve_l2r_lr_dual(prob: BinaryProblem, params: TrainParams, info: Messages,
+                      max_iter: int | None = None) -> SolveResult:
+    """Dual CD for L2-regularised logistic regression (no fallback).  Stops when
+    the largest sub-problem gradient of a sweep is below ``eps``, or after
+    ``max_iter`` sweeps; ``n_iter`` is the number of sweeps."""
+    rows = prob.rows
+    n = rows.n_rows
+    y = np.ascontiguousarray(prob.y, dtype=np.int8)
+    C = np.ascontiguousarray(prob.per_row_C(), dtype=np.float64)
+    eps = params.resolved_eps()
+    max_iter = params.max_iter if max_iter is None else max_iter
+    anchor_idx, coding_weight = prob.coding_arrays()
+
+    # start strictly inside (0, C): the entropy terms have infinite slope at the bounds
+    alpha = np.empty(2 * n)
+    alpha[0::2] = np.minimum(0.001 * C, 1e-8)
+    alpha[1::2] = C - alpha[0::2]
+    W = np.zeros(prob.n_anchors * prob.stride)
+    _dual_lr.accumulate_rows(rows.data, rows.indices, rows.indptr, rows.n_features, prob.bias,
+                             anchor_idx, coding_weight, y * alpha[0::2], W)
+    sqnorm = np.empty(n)
+    _dual_cd.coded_row_sqnorms(rows.data, rows.indices, rows.indptr, rows.n_features,
+                               prob.bias, anchor_idx, coding_weight, sqnorm)
+    index = np.arange(n, dtype=np.int64)
+
+    inner_eps = LR_DUAL_INNER_EPS
+    inner_eps_min = min(LR_DUAL_INNER_EPS_MIN, eps)
+    it = 0
+    while it < max_iter:
+        Gmax, newton_steps = _dual_lr.lr_dual_cd_pass(
+            rows.data, rows.indices, rows.indptr, rows.n_features, prob.bias,
+            anchor_idx, coding_weight, y, C, sqnorm, alpha, W, index, inner_eps,
+            prob.rng_state)
+        it += 1
+        if it % 10 == 0:
+            info(".")
+        if Gmax < eps:
+            break
+        # the sub-problems were cheap: solve them more accurately from now on
+        if newton_steps <= n // 10:
+            inner_eps = max(inner_eps_min, 0.1 * inner_eps)
+    info("\noptimization finished, #iter = %d\n" % it)
+
+    a, rest = alpha[0::2], alpha[1::2]
+    objective = 0.5 * float(W @ W) + float(np.sum(xlogy(a, a) + xlogy(rest, rest) - xlogy(C, C)))
+    info("Objective value = %f\n" % objective)
+    return SolveResult(W, it, objective, alpha=a.copy())
+
+
+def train_l2r_lr_dual(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResult:
+    """-s 7, with LIBLINEAR's switch to -s 0 after ``params.max_iter`` sweeps.
+    (``init_w`` is accepted for the common signature; the dual starts from its own
+    feasible point, as LIBLINEAR's does.)"""
+    res = solve_l2r_lr_dual(prob, params, info)
+    if res.n_iter < params.max_iter:
+        return res
+    if prob.coding is not None:
+        info("\nWARNING: reaching max number of iterations\n\n")
+        return res
+    info("\nWARNING: reaching max number of iterations\nSwitching to use -s 0\n\n")
+    # the tolerance derived from the dual's eps may be too loose for the primal
+    return train_l2r_lr(prob, params, info, tol_scale=0.1 * tol_scale, init_w=res.w)

@@ -1,0 +1,164 @@
+"""Anchor points for the local codings (``-a``, ``-A``, ``-I``, ``-M``).
+
+Modes of ``-a``:
+
+0. k-means on all rows, k-means++ seeding;
+1. random training samples (no Lloyd steps; Ladicky's re-implementation);
+2. k-means per class (the ``-A`` anchors split evenly over the classes);
+3. random training samples per class (Ladicky's setting for MNIST and USPS);
+4. k-means seeded by random training samples (litekmeans, BudgetedSVM).
+
+k-means runs Lloyd steps (BLAS distance blocks in :mod:`lcoding._kmeans`) until the
+squared centre shift is at most ``tol`` times the mean feature variance or after
+``max_iter`` steps; with ``batch_size > 0`` it runs ``max_iter`` mini-batch steps
+(Sculley 2010) instead.  Every draw comes from the splitmix64/PCG streams derived
+from the user seed, so the anchors are reproducible bit for bit.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from lcoding.local import _kmeans
+from lcoding.core.rows import Rows
+from lcoding.local.coding import is_dense
+
+ANCHOR_MODES = {0: "k-means", 1: "random samples", 2: "k-means per class",
+                3: "random samples per class", 4: "k-means, random-sample seeding"}
+KMEANS_TOL = 1e-4
+
+
+def _generator(state: np.ndarray) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(int(state[0])))
+
+
+def dense_rows(rows: Rows, row_ids, n_features: int) -> np.ndarray:
+    """Rows ``row_ids`` as a dense ``(len, n_features)`` array."""
+    sub = rows.take(np.asarray(row_ids, dtype=np.int64))
+    out = np.zeros((sub.n_rows, n_features))
+    row_of = np.repeat(np.arange(sub.n_rows), np.diff(sub.indptr))
+    keep = sub.indices < n_features
+    out[row_of[keep], sub.indices[keep]] = sub.data[keep]
+    return out
+
+
+def _mean_variance(rows: Rows, n_features: int) -> float:
+    n = max(rows.n_rows, 1)
+    keep = rows.indices < n_features
+    s1 = np.bincount(rows.indices[keep], weights=rows.data[keep], minlength=n_features) / n
+    s2 = np.bincount(rows.indices[keep], weights=rows.data[keep] ** 2, minlength=n_features) / n
+    return float(np.mean(np.maximum(s2 - s1 ** 2, 0.0))) if n_features else 0.0
+
+
+def _assign(rows: Rows, centres: np.ndarray, dense: bool):
+    labels = np.empty(rows.n_rows, dtype=np.int32)
+    mind = np.empty(rows.n_rows)
+    c_sq = np.einsum("ij,ij->i", centres, centres)
+    inertia = _kmeans.kmeans_assign(rows.data, rows.indices, rows.indptr, rows.n_features,
+                                    centres, np.ascontiguousarray(centres.T), c_sq,
+                                    labels, mind, dense)
+    return labels, mind, inertia
+
+
+def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, *,
+           init: str = "k-means++", max_iter: int = 20, tol: float = KMEANS_TOL,
+           batch_size: int = 0) -> np.ndarray:
+    """k-means centres ``(n_clusters, n_features)`` of ``rows``.
+
+    ``init`` is ``"k-means++"`` or ``"random"`` (distinct random rows).
+    """
+    n = rows.n_rows
+    if not 1 <= n_clusters <= n:
+        raise ValueError(f"k-means: {n_clusters} clusters need between 1 and {n} rows")
+    rng = _generator(rng_state)
+    seed_rows = rows
+    if batch_size > 0:
+        # seed from a random subsample, as mini-batch k-means does
+        init_size = min(n, max(3 * batch_size, 10 * n_clusters))
+        if init_size < n:
+            seed_rows = rows.take(np.sort(rng.choice(n, init_size, replace=False)))
+    if init == "k-means++":
+        centres = np.zeros((n_clusters, n_features))
+        chosen = np.empty(n_clusters, dtype=np.int32)
+        state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
+        _kmeans.kmeanspp_seed(seed_rows.data, seed_rows.indices, seed_rows.indptr,
+                              centres, chosen, state)
+    elif init == "random":
+        pick = rng.choice(seed_rows.n_rows, n_clusters, replace=False)
+        centres = dense_rows(seed_rows, pick, n_features)
+    else:
+        raise ValueError(f"unknown k-means initialisation {init!r}")
+    dense = is_dense(rows, n_features)
+
+    if batch_size > 0:
+        counts = np.zeros(n_clusters, dtype=np.int64)
+        for _ in range(max_iter):
+            batch = rows.take(np.sort(rng.choice(n, min(batch_size, n), replace=False)))
+            labels, _, _ = _assign(batch, centres, dense)
+            _kmeans.minibatch_update(batch.data, batch.indices, batch.indptr, labels,
+                                     centres, counts)
+        return centres
+
+    threshold = tol * _mean_variance(rows, n_features)
+    sums = np.empty_like(centres)
+    counts = np.empty(n_clusters, dtype=np.int64)
+    for _ in range(max_iter):
+        labels, mind, _ = _assign(rows, centres, dense)
+        _kmeans.kmeans_sums(rows.data, rows.indices, rows.indptr, labels, sums, counts)
+        new = sums / np.maximum(counts, 1)[:, None]
+        empty = np.flatnonzero(counts == 0)
+        if empty.size:
+            # an empty cluster restarts at the rows farthest from their centres
+            far = np.argsort(-mind, kind="stable")[:empty.size]
+            new[empty] = dense_rows(rows, far, n_features)
+        shift = float(np.sum((new - centres) ** 2))
+        centres = new
+        if shift <= threshold:
+            break
+    return centres
+
+
+def _per_class_counts(n_anchors: int, class_sizes: np.ndarray) -> np.ndarray:
+    n_classes = class_sizes.size
+    counts = np.full(n_classes, n_anchors // n_classes)
+    counts[:n_anchors % n_classes] += 1
+    return np.minimum(counts, class_sizes)
+
+
+def learn_anchors(rows: Rows, class_index: np.ndarray | None, n_anchors: int, mode: int,
+                  rng_state: np.ndarray, *, max_iter: int = 20, batch_size: int = 0,
+                  tol: float = KMEANS_TOL) -> np.ndarray:
+    """Anchor matrix ``(n_anchors, rows.n_features)`` by mode ``-a`` (module doc).
+
+    Per-class modes need ``class_index`` (class of every row, 0-based)."""
+    n, d = rows.n_rows, rows.n_features
+    if mode not in ANCHOR_MODES:
+        raise ValueError(f"-a {mode}: anchor initialisation must be one of {sorted(ANCHOR_MODES)}")
+    if n_anchors < 1:
+        raise ValueError(f"-A {n_anchors}: the number of anchors must be >= 1")
+    if n_anchors > n:
+        raise ValueError(f"-A {n_anchors}: more anchors than training rows ({n})")
+    rng = _generator(rng_state)
+    if mode in (0, 1, 4):
+        if mode == 1:
+            return dense_rows(rows, np.sort(rng.choice(n, n_anchors, replace=False)), d)
+        init = "k-means++" if mode == 0 else "random"
+        sub_state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
+        return kmeans(rows, n_anchors, d, sub_state, init=init, max_iter=max_iter,
+                      batch_size=batch_size, tol=tol)
+    if class_index is None:
+        raise ValueError(f"-a {mode}: per-class anchors need class labels")
+    n_classes = int(class_index.max()) + 1 if n else 0
+    sizes = np.bincount(class_index, minlength=n_classes)
+    counts = _per_class_counts(n_anchors, sizes)
+    parts = []
+    for c in range(n_classes):
+        if counts[c] == 0:
+            continue
+        members = np.flatnonzero(class_index == c)
+        if mode == 3:
+            parts.append(dense_rows(rows, np.sort(rng.choice(members, counts[c], replace=False)), d))
+        else:
+            sub_state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
+            parts.append(kmeans(rows.take(members), int(counts[c]), d, sub_state,
+                                max_iter=max_iter, batch_size=batch_size, tol=tol))
+    return np.ascontiguousarray(np.vstack(parts))

@@ -1,0 +1,748 @@
+"""Discriminative k q-metrics and supervised k q-flats (Szlam & Sapiro, ICML 2009).
+
+Every class i owns k matrices ``F_ij`` (q x d); a point scores ``||F_ij x||^2`` in
+each and is given the class of its largest score (algorithms.md §D.1)::
+
+    predict(x) = argmax_i max_j ||F_ij P(x)||^2
+
+with ``P`` the preprocessing the paper uses: optional PCA to p dimensions (centred,
+fitted on the training rows, ``-l p``) and projection onto the unit sphere
+(``-Z 1``).  For orthonormal F this is the nearest subspace through the origin.
+
+* ``-s 41`` (supervised k q-flats): per class, the representational k-subspaces
+  algorithm (Lloyd alternation of "assign to the subspace with the largest
+  projection" and "refit each subspace by the top q right singular vectors of its
+  points, uncentred"), seeded by the neighbourhoods of k random class points.
+* ``-s 40`` (discriminative k q-metrics): the k q-flats as initialiser, then ``-E``
+  stochastic passes of the margin updates of the paper's Sec. 3 (kernel:
+  :mod:`lcoding._kq`).  ``-G`` picks the step (printed rule / exact gradient /
+  α-weighted, ambiguity D-1), ``-F`` the pass (fully sequential, or footnote 2's
+  "semi-stochastic" pass: violators found by one batched BLAS pass, D-2).
+* ``-s 41 -y 1``: affine k q-flats (centre + q directions, nearest flat), the
+  paper's own definition of the baseline (eq. 1 and 4); scores are minus the
+  squared distances (kernel ``_kq.flat_scores``).
+* ``-W r``: r independent restarts in one model, predicting by majority vote (the
+  paper's "(m)" rows).
+
+:func:`select_kq_params` is the paper's model selection over (k, q, mu1, mu2)
+(``-s 41``: k, q, affine) on the last 20 % of the training data; ``-x 1`` runs it
+inside training and then trains on all rows with the best setting.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import time
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+
+from lcoding.methods import _kq
+from lcoding.core.rows import Rows
+from lcoding.local.coding import KernelMap, kernel_map_of
+from lcoding.core.model import Model
+from lcoding.core.options import SolverType, TrainParams
+from lcoding.core.messages import Messages
+from lcoding.core.classes import group_classes
+from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
+
+FORMAT_VERSION = "1"
+KQ_METRICS = int(SolverType.KQ_METRICS)
+KQ_FLATS = int(SolverType.KQ_FLATS)
+KQ_SOLVERS = frozenset({KQ_METRICS, KQ_FLATS})
+CODING_NAMES = {KQ_METRICS: "KQ_METRICS", KQ_FLATS: "KQ_FLATS"}
+
+# -G: how the step factors (s1, s2) of F <- F + s (mu - z) F x x^T are formed
+UPDATE_PRINTED = 0      # (dt, dt): the rule as printed in the paper (alphas unused)
+UPDATE_EXACT = 1        # (4 alpha1 dt, 4 alpha2 dt): dt times the exact gradient 2 g'(z)
+UPDATE_ALPHA = 2        # (alpha1 dt, alpha2 dt): algorithms.md D-1
+UPDATE_NAMES = {UPDATE_PRINTED: "printed", UPDATE_EXACT: "exact", UPDATE_ALPHA: "alpha"}
+# -F: which rows a pass visits and with which norms
+PASS_STOCHASTIC = 0     # every row, all norms recomputed per row (the paper's loop)
+PASS_SEMI_CURRENT = 1   # pass-start violators only, norms recomputed per row
+PASS_SEMI_STALE = 2     # pass-start violators, assignment and violated metrics from the start
+PASS_NAMES = {PASS_STOCHASTIC: "stochastic", PASS_SEMI_CURRENT: "semi-current",
+              PASS_SEMI_STALE: "semi-stale"}
+
+LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when stable)
+
+# seed purposes (lcoding.core.seeds.rng_state paths)
+
+
+@contextlib.contextmanager
+def blas_threads(n_threads: int):
+    """Run the BLAS/LAPACK calls inside with at most ``n_threads`` threads (``-m``).
+
+    The metrics are small (q x d), and OpenBLAS's default of one spinning thread per
+    core makes a 256 x 256 eigendecomposition ~300x slower on a loaded 2-core machine
+    (measured: 1.0 s instead of 4 ms).  Needs threadpoolctl; without it the BLAS
+    default stands."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        yield
+        return
+    with threadpool_limits(limits=int(n_threads), user_api="blas"):
+        yield
+
+
+def _rng(seed, *purpose) -> np.random.Generator:
+    return np.random.Generator(np.random.PCG64(int(rng_state(seed, *purpose)[0])))
+
+
+# ------------------------------------------------------------------ preprocessing
+class KQPreprocess:
+    """Optional additive kernel map (``-K``, e.g. Hellinger ``sign(x) sqrt|x|``), then
+    PCA (centred, ``components`` rows are the principal directions), then the
+    optional projection onto the unit sphere, then an optional constant coordinate
+    ``offset`` = b appended to every row (``-z``; 0: none) and, with the sphere, the
+    row scaled back to norm 1: ``(x / ||x||, b) / sqrt(1 + b^2)``.  Rows of zero norm
+    stay zero (before the constant coordinate).
+
+    With the constant coordinate a metric ``||F (x, b)||^2 = ||A x + b a||^2`` is a
+    quadratic around a centre, not only through the origin (the paper's footnote 1:
+    a q-dimensional affine set lies in a (q + 1)-dimensional subspace)."""
+
+    def __init__(self, nr_feature: int, mean=None, components=None, sphere: bool = True,
+                 offset: float = 0.0, kernel_map: KernelMap | None = None):
+        self.nr_feature = int(nr_feature)
+        self.kernel_map = kernel_map
+        # features after the kernel map: what the PCA sees
+        self.in_dim = self.nr_feature if kernel_map is None else \
+            kernel_map.output_features(self.nr_feature)
+        self.sphere = bool(sphere)
+        self.offset = float(offset)
+        if not (math.isfinite(self.offset) and self.offset >= 0):
+            raise ValueError(f"the constant coordinate must be finite and >= 0, got {offset}")
+        if (mean is None) != (components is None):
+            raise ValueError("PCA needs both the mean and the components")
+        if components is not None:
+            components = np.ascontiguousarray(components, dtype=np.float64)
+            mean = np.ascontiguousarray(mean, dtype=np.float64).reshape(-1)
+            if components.ndim != 2 or components.shape[1] != self.in_dim:
+                raise ValueError(f"pca_components has shape {components.shape}, expected "
+                                 f"(p, {self.in_dim})")
+            if mean.shape[0] != self.in_dim:
+                raise ValueError(f"pca_mean has {mean.shape[0]} values, expected {self.in_dim}")
+        self.mean = mean
+        self.components = components
+
+    @property
+    def pca_dim(self) -> int:
+        return 0 if self.components is None else self.components.shape[0]
+
+    @property
+    def out_dim(self) -> int:
+        return (self.pca_dim or self.in_dim) + (1 if self.offset else 0)
+
+    @classmethod
+    def fit(cls, rows: Rows, pca_dim: int, sphere: bool, offset: float = 0.0,
+            kernel_map: KernelMap | None = None) -> "KQPreprocess":
+        nr_feature = rows.n_features
+        if pca_dim == 0:
+            return cls(nr_feature, sphere=sphere, offset=offset, kernel_map=kernel_map)
+        if kernel_map is not None:
+            rows = kernel_map(rows)
+        in_dim = rows.n_features
+        X = rows.to_csr()
+        n = X.shape[0]
+        mean = np.asarray(X.mean(axis=0)).reshape(-1)
+        gram = (X.T @ X).toarray() if sp.issparse(X) else X.T @ X
+        cov = gram / n - np.outer(mean, mean)
+        vals, vecs = scipy.linalg.eigh(cov, subset_by_index=(in_dim - pca_dim, in_dim - 1))
+        comps = vecs[:, ::-1].T.copy()
+        return cls(nr_feature, mean, _fix_signs(comps), sphere, offset, kernel_map)
+
+    def transform(self, rows: Rows) -> np.ndarray:
+        """Dense (n, out_dim) rows the metrics see."""
+        rows = rows.truncated(self.nr_feature)
+        if self.kernel_map is not None:
+            rows = self.kernel_map(rows)
+        X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
+                          shape=(rows.n_rows, self.in_dim))
+        if self.components is None:
+            out = X.toarray()
+        else:
+            out = np.asarray(X @ self.components.T)
+            out -= self.components @ self.mean
+        if self.sphere:
+            norms = np.sqrt(np.einsum("ij,ij->i", out, out))
+            np.divide(out, norms[:, None], out=out, where=norms[:, None] > 0)
+        if self.offset:
+            out = np.hstack([out, np.full((out.shape[0], 1), self.offset)])
+            if self.sphere:     # (x / ||x||, b) / sqrt(1 + b^2): back onto the sphere
+                out /= np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
+        return np.ascontiguousarray(out, dtype=np.float64)
+
+
+def _fix_signs(vectors: np.ndarray) -> np.ndarray:
+    """Deterministic signs: the largest-magnitude entry of every row is positive."""
+    if vectors.size == 0:
+        return vectors
+    pick = np.argmax(np.abs(vectors), axis=1)
+    signs = np.sign(vectors[np.arange(vectors.shape[0]), pick])
+    signs[signs == 0] = 1.0
+    return vectors * signs[:, None]
+
+
+# ------------------------------------------------------------------ k-subspaces
+def top_subspace(points: np.ndarray, q: int) -> np.ndarray:
+    """(q, d) orthonormal rows: the top q right singular vectors of ``points``
+    (uncentred; eigenvectors of pointsᵀpoints, padded by its null space when the
+    points span fewer than q directions)."""
+    d = points.shape[1]
+    gram = points.T @ points
+    vals, vecs = scipy.linalg.eigh(gram, subset_by_index=(d - q, d - 1))
+    return _fix_signs(vecs[:, ::-1].T.copy())
+
+
+def k_subspaces(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
+                n_steps: int = LLOYD_STEPS):
+    """Representational k-subspaces (k q-flats through the origin) of the rows of X.
+
+    Seeds: k random rows, each replaced by the top-q subspace of its ceil(n/k)
+    nearest rows by |cosine| (a subspace contains x and -x).  Then Lloyd steps:
+    assign each row to ``argmax_j ||F_j x||^2``, refit each non-empty cluster (an
+    empty one keeps its subspace), until the assignment repeats.
+    Returns ``(F (k, q, d), assignment (n,))``.
+    """
+    n, d = X.shape
+    if n == 0:
+        raise ValueError("k-subspaces needs at least one row")
+    seeds = rng.choice(n, size=k, replace=n < k)
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    norms[norms == 0] = 1.0
+    cos = np.abs((X @ X[seeds].T) / norms[:, None] / norms[seeds][None, :])
+    size = min(n, max(q, -(-n // k)))
+    F = np.empty((k, q, d))
+    for j in range(k):
+        nearest = np.argpartition(-cos[:, j], size - 1)[:size] if size < n else np.arange(n)
+        F[j] = top_subspace(X[nearest], q)
+    def scores():
+        proj = (X @ F.reshape(k * q, d).T).reshape(n, k, q)
+        return np.einsum("nkq,nkq->nk", proj, proj)
+
+    def fit(j, members):
+        F[j] = top_subspace(members, q)
+    return F, _lloyd(X, k, n_steps, scores, fit)
+
+
+def _lloyd(X: np.ndarray, k: int, n_steps: int, scores, fit) -> np.ndarray:
+    """Lloyd steps shared by k-subspaces and k-flats: assign every row to the
+    cluster of largest ``scores()`` (n, k), refit each non-empty cluster with
+    ``fit(j, members)`` (an empty one keeps its model), until the assignment repeats
+    (at most ``n_steps``).  Returns the assignment."""
+    assign = None
+    for _ in range(n_steps):
+        new = np.argmax(scores(), axis=1)
+        if assign is not None and np.array_equal(new, assign):
+            break
+        assign = new
+        for j in range(k):
+            members = X[assign == j]
+            if members.shape[0] > 0:
+                fit(j, members)
+    return assign
+
+
+def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
+            n_steps: int = LLOYD_STEPS, seeding: str = "pp"):
+    """Representational k q-flats (affine, the paper's eq. 1) of the rows of X.
+
+    A flat is a centre c_j and q orthonormal rows F_j; the squared distance of x
+    to it is ``||x - c||^2 - ||F (x - c)||^2``.  Seeds: k random rows (``seeding=
+    "random"``, the paper's "neighborhoods of random points") or, k-means++ style
+    (``"pp"``), a uniform first row and every next one drawn with probability
+    proportional to its squared distance to the nearest flat so far; each seed is the
+    best-fit flat (mean, top-q principal directions of the centred points) of its
+    ``max(q + 1, ceil(n/k))`` nearest rows (Euclidean).  Lloyd steps: assign each
+    row to its nearest flat, refit each non-empty cluster, until the assignment
+    repeats (at most ``n_steps``).
+    Returns ``(F (k, q, d), centres (k, d), assignment (n,))``.
+    """
+    n, d = X.shape
+    if n == 0:
+        raise ValueError("k-flats needs at least one row")
+    sq = np.einsum("ij,ij->i", X, X)
+    size = min(n, max(q + 1, -(-n // k)))
+    F = np.zeros((k, q, d))
+    centres = np.zeros((k, d))
+    scores = np.empty((n, k))
+
+    def fit(j, members):
+        centres[j] = members.mean(axis=0)
+        F[j] = top_subspace(members - centres[j], q)
+    if seeding not in ("random", "pp"):
+        raise ValueError(f"seeding must be 'random' or 'pp', got {seeding!r}")
+    nearest = np.full(n, np.inf)           # squared distance to the nearest seed flat
+    seeds = rng.choice(n, size=k, replace=n < k) if seeding == "random" else None
+    for j in range(k):
+        total = nearest.sum() if j else 0.0
+        if seeds is not None:
+            seed = seeds[j]
+        elif j == 0 or not total > 0 or not np.isfinite(total):
+            seed = rng.integers(n)
+        else:
+            seed = rng.choice(n, p=nearest / total)
+        dist = sq - 2.0 * (X @ X[seed]) + sq[seed]
+        fit(j, X[np.argpartition(dist, size - 1)[:size]] if size < n else X)
+        if seeds is None:
+            one = np.empty((n, 1))
+            _kq.flat_scores(X, F[j], centres[j:j + 1], q, one)
+            np.minimum(nearest, np.maximum(-one[:, 0], 0.0), out=nearest)
+
+    def flat_scores():
+        _kq.flat_scores(X, F.reshape(k * q, d), centres, q, scores)
+        return scores
+    return F, centres, _lloyd(X, k, n_steps, flat_scores, fit)
+
+
+# ------------------------------------------------------------------ the model
+class KQModel(Model):
+    """k q-metrics / k q-flats model: preprocessing and ``metrics`` of shape
+    ``(n_restarts, nr_class * k * q, dim)`` (restart r, class i, cluster j, row t at
+    ``metrics[r, (i * k + j) * q + t]``).  Affine k q-flats (``-s 41 -y 1``) also
+    hold ``centres`` ``(n_restarts, nr_class * k, dim)``; their scores are minus the
+    squared distances to the flats."""
+
+    def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
+                 k: int, q: int, metrics, param=None, centres=None):
+        self.solver_type = int(solver_type)
+        if self.solver_type not in KQ_SOLVERS:
+            raise ValueError(f"solver_type {self.solver_type} is not a k q-metrics solver (40, 41)")
+        self.nr_class = int(nr_class)
+        self.label = None if label is None else np.asarray(label, dtype=np.int32)
+        self.nr_feature = int(nr_feature)
+        self.bias = -1.0
+        self.preprocess = preprocess
+        self.k = int(k)
+        self.q = int(q)
+        self.param = param
+        metrics = np.ascontiguousarray(metrics, dtype=np.float64)
+        expected = (self.nr_class * self.k * self.q, preprocess.out_dim)
+        if metrics.ndim != 3 or metrics.shape[1:] != expected or metrics.shape[0] < 1:
+            raise ValueError(f"metrics have shape {metrics.shape}, expected (restarts, "
+                             f"{expected[0]}, {expected[1]})")
+        if preprocess.nr_feature != self.nr_feature:
+            raise ValueError(f"preprocessing expects {preprocess.nr_feature} features, the "
+                             f"model {self.nr_feature}")
+        self.metrics = metrics
+        if centres is not None:
+            if self.solver_type != KQ_FLATS:
+                raise ValueError("only k q-flats (-s 41) models have flat centres")
+            centres = np.ascontiguousarray(centres, dtype=np.float64)
+            if centres.shape != (metrics.shape[0], self.nr_class * self.k, expected[1]):
+                raise ValueError(f"centres have shape {centres.shape}, expected "
+                                 f"({metrics.shape[0]}, {self.nr_class * self.k}, {expected[1]})")
+        self.centres = centres
+
+    @property
+    def affine(self) -> bool:
+        return self.centres is not None
+
+    @property
+    def nr_w(self) -> int:
+        return self.nr_class
+
+    @property
+    def n_restarts(self) -> int:
+        return self.metrics.shape[0]
+
+    @property
+    def dim(self) -> int:
+        return self.metrics.shape[2]
+
+    def metric(self, i: int, j: int, restart: int = 0) -> np.ndarray:
+        """``F_ij`` (q, dim) of restart ``restart``."""
+        start = (i * self.k + j) * self.q
+        return self.metrics[restart, start:start + self.q]
+
+    def class_scores(self, X: np.ndarray, restart: int = 0) -> np.ndarray:
+        """(n, nr_class) ``max_j ||F_ij x||^2`` of preprocessed rows X (affine flats:
+        minus the squared distance to the class's nearest flat)."""
+        return class_scores(X, self.metrics[restart], self.nr_class, self.k, self.q,
+                            None if self.centres is None else self.centres[restart])
+
+    def decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
+        """One restart: the class scores.  Several: the votes of the restarts plus
+        ``s / (1 + s)`` of the mean class score s (in [0, 1), so it only breaks ties;
+        affine flats, whose scores s are <= 0: ``exp(s) / 2``).
+        ``n_threads`` caps the BLAS threads (see :func:`blas_threads`)."""
+        with blas_threads(n_threads):
+            return self._decision_values(self.preprocess.transform(rows))
+
+    def _decision_values(self, X: np.ndarray) -> np.ndarray:
+        if self.n_restarts == 1:
+            return self.class_scores(X)
+        votes = np.zeros((X.shape[0], self.nr_class))
+        mean = np.zeros_like(votes)
+        rows_idx = np.arange(X.shape[0])
+        for r in range(self.n_restarts):
+            scores = self.class_scores(X, r)
+            votes[rows_idx, np.argmax(scores, axis=1)] += 1.0
+            mean += scores
+        mean /= self.n_restarts
+        if self.affine:
+            return votes + 0.5 * np.exp(np.minimum(mean, 0.0))
+        return votes + mean / (1.0 + mean)
+
+    def labels_from_values(self, dec: np.ndarray) -> np.ndarray:
+        if self.nr_class == 2:   # two score columns, not LIBLINEAR's single binary value
+            label = np.asarray(self.label, dtype=np.float64)
+            return label[np.argmax(dec, axis=1)]
+        return super().labels_from_values(dec)
+
+    # ---------------------------------------------------------------- model files
+    def file_header(self):
+        return [
+            ("lcoding_format", FORMAT_VERSION),
+            ("coding", CODING_NAMES[self.solver_type]),
+            ("nr_cluster", str(self.k)),
+            ("metric_dim", str(self.q)),
+            ("nr_restart", str(self.n_restarts)),
+            ("pca_dim", str(self.preprocess.pca_dim)),
+            ("unit_sphere", "1" if self.preprocess.sphere else "0"),
+            ("nr_dim", str(self.dim)),
+        ] + ([("offset_coord", "%.17g" % self.preprocess.offset)] if self.preprocess.offset
+             else []) + ([("affine", "1")] if self.affine else []) + (
+            [] if self.preprocess.kernel_map is None else self.preprocess.kernel_map.file_header())
+
+    def file_blocks(self):
+        blocks = []
+        if self.preprocess.pca_dim:
+            blocks.append(("pca_mean", self.preprocess.mean.reshape(1, -1)))
+            blocks.append(("pca_components", self.preprocess.components))
+        blocks.append(("w", self.metrics.reshape(-1, self.dim)))
+        if self.affine:
+            blocks.append(("centres", self.centres.reshape(-1, self.dim)))
+        return blocks
+
+    @classmethod
+    def block_shapes(cls, header, base):
+        k, q = int(header["nr_cluster"]), int(header["metric_dim"])
+        r, p = int(header["nr_restart"]), int(header["pca_dim"])
+        dim, nr_feature = int(header["nr_dim"]), int(base["nr_feature"])
+        km = KernelMap.from_header(header)
+        if km is not None:
+            nr_feature = km.output_features(nr_feature)    # what the PCA and metrics see
+        if k < 1 or q < 1 or r < 1 or p < 0:
+            raise ValueError(f"nr_cluster {k}, metric_dim {q}, nr_restart {r}, pca_dim {p} "
+                             f"out of range")
+        if header["unit_sphere"] not in ("0", "1"):
+            raise ValueError(f"unit_sphere must be 0 or 1, got {header['unit_sphere']!r}")
+        offset = float(header.get("offset_coord", "0"))
+        if not (math.isfinite(offset) and offset > 0) and "offset_coord" in header:
+            raise ValueError(f"offset_coord must be finite and > 0, got {header['offset_coord']}")
+        if dim != (p or nr_feature) + (1 if offset else 0):
+            raise ValueError(f"nr_dim {dim} differs from pca_dim/nr_feature {p or nr_feature}"
+                             + (" + 1 (offset_coord)" if offset else ""))
+        shapes = []
+        if p:
+            shapes += [("pca_mean", (1, nr_feature)), ("pca_components", (p, nr_feature))]
+        shapes.append(("w", (r * int(base["nr_class"]) * k * q, dim)))
+        affine = header.get("affine", "0")
+        if affine not in ("0", "1"):
+            raise ValueError(f"affine must be 0 or 1, got {affine!r}")
+        if affine == "1":
+            shapes.append(("centres", (r * int(base["nr_class"]) * k, dim)))
+        return shapes
+
+    @classmethod
+    def from_file(cls, header, base, blocks):
+        solver_type = base["solver_type"]
+        if CODING_NAMES.get(solver_type) != header["coding"]:
+            raise ValueError(f"coding {header['coding']} does not match solver_type "
+                             f"{SolverType(solver_type).name}")
+        p = int(header["pca_dim"])
+        pre = KQPreprocess(base["nr_feature"],
+                           blocks["pca_mean"] if p else None,
+                           blocks["pca_components"] if p else None,
+                           header["unit_sphere"] == "1",
+                           float(header.get("offset_coord", "0")),
+                           KernelMap.from_header(header))
+        k, q, r = int(header["nr_cluster"]), int(header["metric_dim"]), int(header["nr_restart"])
+        metrics = blocks["w"].reshape(r, -1, int(header["nr_dim"]))
+        centres = blocks["centres"].reshape(r, -1, int(header["nr_dim"])) \
+            if "centres" in blocks else None
+        return cls(solver_type, base["nr_class"], base.get("label"), base["nr_feature"], pre,
+                   k, q, metrics, centres=centres)
+
+    def __repr__(self):
+        return (f"KQModel({SolverType(self.solver_type).name}, nr_class={self.nr_class}, "
+                f"k={self.k}, q={self.q}, restarts={self.n_restarts}, affine={int(self.affine)}, "
+                f"pca={self.preprocess.pca_dim}, offset={self.preprocess.offset:g}, "
+                f"sphere={int(self.preprocess.sphere)})")
+
+
+def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int,
+                 centres: np.ndarray | None = None) -> np.ndarray:
+    """(n, nr_class) ``max_j ||F_ij x||^2`` for metric rows W (C*k*q, d); with flat
+    ``centres`` (C*k, d): ``max_j -dist(x, flat_ij)^2`` (W orthonormal per flat)."""
+    Z = np.empty((X.shape[0], nr_class * k))
+    if centres is None:
+        _kq.metric_norms(X, W, q, Z)
+    else:
+        _kq.flat_scores(X, W, centres, q, Z)
+    return Z.reshape(X.shape[0], nr_class, k).max(axis=2)
+
+
+# the coding names of k q-metrics / k q-flats model files
+FILE_TAGS = tuple(CODING_NAMES.values())
+
+
+# ------------------------------------------------------------------ training
+def check_kq_params(params: TrainParams, n_features: int | None) -> None:
+    """Consistency of the -s 40, 41 options for rows of ``n_features`` features
+    (before ``-K``; None: the checks that need no data); messages name the option."""
+    km = kernel_map_of(params)      # checks -K and -O
+    if km is not None and n_features is not None:
+        n_features = km.output_features(n_features)
+    if params.n_neighbors < 1:
+        raise ValueError(f"-k {params.n_neighbors}: clusters per class must be >= 1")
+    if params.kq_dim < 1:
+        raise ValueError(f"-Q {params.kq_dim}: the metric dimension q must be >= 1")
+    if params.kq_pca < 0:
+        raise ValueError(f"-l {params.kq_pca}: the PCA dimension must be >= 0 (0: no PCA)")
+    if n_features is not None and params.kq_pca > n_features:
+        raise ValueError(f"-l {params.kq_pca}: more PCA dimensions than the {n_features} features")
+    if not (math.isfinite(params.kq_offset) and params.kq_offset >= 0):
+        raise ValueError(f"-z {params.kq_offset:g}: the constant coordinate must be >= 0 and "
+                         f"finite")
+    dim = (params.kq_pca or n_features or 0) + (1 if params.kq_offset else 0)
+    if (params.kq_pca or n_features) and params.kq_dim > dim and not params.kq_select:     # -x 1 skips such q itself
+        raise ValueError(f"-Q {params.kq_dim}: q exceeds the input dimension {dim}")
+    if params.kq_sphere not in (0, 1):
+        raise ValueError(f"-Z {params.kq_sphere}: must be 0 or 1")
+    if params.kq_restarts < 1:
+        raise ValueError(f"-W {params.kq_restarts}: the number of restarts must be >= 1")
+    if params.bias >= 0:
+        raise ValueError(f"-B {params.bias:g}: k q-metrics (-s 40, 41) take no bias term")
+    if params.weight_label:
+        raise ValueError("-wi: class weights are not supported by -s 40, 41")
+    if params.kq_affine not in (0, 1):
+        raise ValueError(f"-y {params.kq_affine}: must be 0 or 1")
+    if params.kq_affine and int(params.solver_type) != KQ_FLATS:
+        raise ValueError("-y 1: affine flats are the -s 41 baseline; the metrics of -s 40 "
+                         "pass through the origin")
+    if params.kq_select not in (0, 1):
+        raise ValueError(f"-x {params.kq_select}: must be 0 or 1")
+    if int(params.solver_type) == KQ_METRICS:
+        if not (math.isfinite(params.kq_mu1) and math.isfinite(params.kq_mu2)
+                and params.kq_mu1 > params.kq_mu2):
+            raise ValueError(f"-U {params.kq_mu1:g} / -V {params.kq_mu2:g}: the margins must be "
+                             f"finite with mu1 > mu2")
+        if not (params.kq_dt > 0 and math.isfinite(params.kq_dt)):
+            raise ValueError(f"-D {params.kq_dt:g}: the time step must be > 0 and finite")
+        for flag, value in (("-i", params.kq_alpha1), ("-o", params.kq_alpha2)):
+            if not (value >= 0 and math.isfinite(value)):
+                raise ValueError(f"{flag} {value:g}: alpha must be >= 0 and finite")
+        if params.kq_update not in UPDATE_NAMES:
+            raise ValueError(f"-G {params.kq_update}: update rule must be 0, 1 or 2")
+        if params.kq_pass not in PASS_NAMES:
+            raise ValueError(f"-F {params.kq_pass}: pass type must be 0, 1 or 2")
+        if params.epochs < 0:
+            raise ValueError(f"-E {params.epochs}: the number of passes must be >= 0")
+
+
+def step_factors(params: TrainParams):
+    """(s1, s2) of the update ``F += s (mu - z) F x xᵀ`` for ``-G``."""
+    dt = float(params.kq_dt)
+    if params.kq_update == UPDATE_PRINTED:
+        return dt, dt
+    factor = 4.0 if params.kq_update == UPDATE_EXACT else 1.0
+    return factor * params.kq_alpha1 * dt, factor * params.kq_alpha2 * dt
+
+
+def violators(Z: np.ndarray, class_index: np.ndarray, nr_class: int, k: int,
+              mu1: float, mu2: float) -> np.ndarray:
+    """Rows violating a margin: own-class best score < mu1, or any score of
+    another class > mu2 (Z = (n, C*k) norms)."""
+    n = Z.shape[0]
+    per_class = Z.reshape(n, nr_class, k).max(axis=2)
+    own = per_class[np.arange(n), class_index].copy()
+    per_class[np.arange(n), class_index] = -np.inf
+    return (own < mu1) | (per_class.max(axis=1) > mu2)
+
+
+def init_metrics(X, class_index, nr_class, k, q, rng) -> np.ndarray:
+    """(C*k*q, d) metric rows: the k-subspaces of every class."""
+    W = np.empty((nr_class * k * q, X.shape[1]))
+    for c in range(nr_class):
+        F, _ = k_subspaces(X[class_index == c], k, q, rng)
+        W[c * k * q:(c + 1) * k * q] = F.reshape(k * q, -1)
+    return W
+
+
+def init_flats(X, class_index, nr_class, k, q, rng, seeding="pp", n_steps=LLOYD_STEPS):
+    """((C*k*q, d) flat rows, (C*k, d) centres): the affine k q-flats of every class."""
+    W = np.empty((nr_class * k * q, X.shape[1]))
+    centres = np.empty((nr_class * k, X.shape[1]))
+    for c in range(nr_class):
+        F, centres[c * k:(c + 1) * k], _ = k_flats(X[class_index == c], k, q, rng,
+                                                    n_steps=n_steps, seeding=seeding)
+        W[c * k * q:(c + 1) * k * q] = F.reshape(k * q, -1)
+    return W, centres
+
+
+def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
+                          info=None, on_pass=None, restart=0):
+    """``-E`` passes of the margin updates on metric rows W (modified in place).
+
+    ``on_pass(restart, pass_number, W, seconds)`` runs after every pass (the
+    benchmark measures test error per pass through it)."""
+    k, q = params.n_neighbors, params.kq_dim
+    mu1, mu2 = float(params.kq_mu1), float(params.kq_mu2)
+    s1, s2 = step_factors(params)
+    n = X.shape[0]
+    Z = np.empty((n, nr_class * k))
+    no_norms = np.empty((0, nr_class * k))
+    for p in range(params.epochs):
+        t = time.perf_counter()
+        order = rng.permutation(n).astype(np.int64)
+        if params.kq_pass == PASS_STOCHASTIC:
+            n_viol = n
+            own, other = _kq.kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
+                                     no_norms, False)
+        else:
+            _kq.metric_norms(X, W, q, Z)
+            order = order[violators(Z, class_index, nr_class, k, mu1, mu2)[order]]
+            n_viol = order.size
+            stale = params.kq_pass == PASS_SEMI_STALE
+            own, other = _kq.kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
+                                     Z if stale else no_norms, stale)
+        seconds = time.perf_counter() - t
+        if info is not None:
+            info(f"restart {restart + 1} pass {p + 1}: {n_viol} rows visited, {own} own-cluster "
+                 f"and {other} other-class updates ({seconds:.2f} s)\n")
+        if not np.isfinite(W).all():
+            raise FloatingPointError(
+                f"k q-metrics diverged in pass {p + 1} (non-finite metric entries); lower the "
+                f"time step -D {params.kq_dt:g}"
+                + ("" if params.kq_update == 0 else f" or use -G 0 instead of -G {params.kq_update}"))
+        if on_pass is not None:
+            on_pass(restart, p + 1, W, seconds)
+    return W
+
+
+def train_kq_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
+                   seed_path: tuple = (), on_pass=None) -> KQModel:
+    """Train ``-s 40`` (discriminative k q-metrics) or ``-s 41`` (supervised k q-flats).
+
+    Restart r (``-W``) draws its k-subspace seeds from the seed path
+    ``(-S, 40, *seed_path, r)`` and its pass orders from ``(-S, 41, *seed_path, r)``.
+    """
+    check_kq_params(params, rows.n_features)
+    if params.n_threads < 1:
+        raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
+    info = info if info is not None else Messages(params.quiet)
+    if params.kq_select:
+        params, _ = select_kq_params(y, rows, params.replaced(kq_select=0), grid=None,
+                                     info=info)
+        info(f"selected -k {params.n_neighbors} -Q {params.kq_dim}"
+             + (f" -U {params.kq_mu1:g} -V {params.kq_mu2:g}"
+                if int(params.solver_type) == KQ_METRICS else f" -y {params.kq_affine}")
+             + "; training on all rows\n")
+    with blas_threads(params.n_threads):
+        return _train_kq(y, rows, params, info, seed_path, on_pass)
+
+
+def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
+    solver_type = int(params.solver_type)
+    labels, class_index = group_classes(y)
+    nr_class = labels.size
+    k, q = params.n_neighbors, params.kq_dim
+    t = time.perf_counter()
+    pre = KQPreprocess.fit(rows, params.kq_pca, bool(params.kq_sphere), params.kq_offset,
+                           kernel_map_of(params))
+    X = pre.transform(rows)
+    info(f"preprocessing: pca {pre.pca_dim}, constant coordinate {pre.offset:g}, "
+         f"unit sphere {int(pre.sphere)} "
+         f"({time.perf_counter() - t:.2f} s)\n")
+    metrics = np.empty((params.kq_restarts, nr_class * k * q, X.shape[1]))
+    affine = bool(params.kq_affine) and solver_type == KQ_FLATS
+    centres = np.empty((params.kq_restarts, nr_class * k, X.shape[1])) if affine else None
+    for r in range(params.kq_restarts):
+        t = time.perf_counter()
+        rng = _rng(params.seed, PURPOSE_KQ_INIT, *seed_path, r)
+        if affine:
+            W, centres[r] = init_flats(X, class_index, nr_class, k, q, rng)
+        else:
+            W = init_metrics(X, class_index, nr_class, k, q, rng)
+        info(f"restart {r + 1}: k-{'flats' if affine else 'subspaces'} "
+             f"({time.perf_counter() - t:.2f} s)\n")
+        if solver_type == KQ_METRICS:
+            discriminative_passes(X, class_index, nr_class, W, params,
+                                  _rng(params.seed, PURPOSE_KQ_ORDER, *seed_path, r), info,
+                                  on_pass, r)
+        metrics[r] = W
+    return KQModel(solver_type, nr_class, labels, rows.n_features, pre, k, q, metrics,
+                   param=params, centres=centres)
+
+
+# ------------------------------------------------------------------ model selection
+PAPER_GRID = {"k": (1, 2, 4, 8, 16), "q": (20, 40, 80, 160),
+              "mu": ((1.05, 0.95), (1.1, 0.9), (1.2, 0.8), (1.4, 0.6))}
+# -s 41 (no margins): the paper picks k and q by hand; affine and through-origin flats
+FLATS_GRID = {"k": (1, 4, 16, 64), "q": (5, 10, 20, 40), "affine": (0, 1)}
+
+
+def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
+                     val_fraction: float = 0.2, info: Messages | None = None):
+    """The paper's model selection: train on the first ``1 - val_fraction`` of the
+    rows, measure error on the last ``val_fraction``, over every combination of the
+    ``grid`` values (keys ``"k"``, ``"q"``, ``"mu"`` = (mu1, mu2) pairs, ``"affine"``;
+    a missing key keeps the value of ``params``).  Default grid: ``PAPER_GRID`` for
+    ``-s 40``, ``FLATS_GRID`` for ``-s 41`` (whose margins are unused).  Settings with
+    q larger than the input dimension are skipped; ties go to the earlier setting;
+    every candidate is one run (``-W`` applies to the returned parameters).
+    ``-x 1`` runs this inside training (then trains on all rows with the best).
+
+    Returns ``(best TrainParams, table)``, the table a list of dicts with keys
+    ``k, q, mu1, mu2, affine, error`` (validation error in %).
+    """
+    flats = int(params.solver_type) == KQ_FLATS
+    if grid is None:
+        grid = FLATS_GRID if flats else PAPER_GRID
+    unknown = set(grid) - {"k", "q", "mu", "affine"}
+    if unknown:
+        raise ValueError(f"unknown grid keys {sorted(unknown)} (use k, q, mu, affine)")
+    if not 0 < val_fraction < 1:
+        raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    n = rows.n_rows
+    if y.shape[0] != n:
+        raise ValueError(f"model selection: {y.shape[0]} labels for {n} rows")
+    n_train = int(round((1.0 - val_fraction) * n))
+    if not 0 < n_train < n:
+        raise ValueError(f"{n} rows cannot be split into training and validation parts")
+    train_rows, val_rows = rows.take(np.arange(n_train)), rows.take(np.arange(n_train, n))
+    km = kernel_map_of(params)
+    n_features = rows.n_features if km is None else km.output_features(rows.n_features)
+    dim = (params.kq_pca or n_features) + (1 if params.kq_offset else 0)
+    mus = ((params.kq_mu1, params.kq_mu2),) if flats else grid.get(
+        "mu", ((params.kq_mu1, params.kq_mu2),))
+    affines = grid.get("affine", (params.kq_affine,)) if flats else (0,)
+    table = []
+    best = None
+    for k, q, (mu1, mu2), affine in itertools.product(
+            grid.get("k", (params.n_neighbors,)), grid.get("q", (params.kq_dim,)), mus, affines):
+        if q > dim:
+            continue
+        cand = params.replaced(n_neighbors=int(k), kq_dim=int(q), kq_mu1=float(mu1),
+                     kq_mu2=float(mu2), kq_affine=int(affine), kq_select=0, kq_restarts=1)
+        model = train_kq_model(y[:n_train], train_rows, cand, Messages(True))
+        pred = model.labels_from_values(model.decision_values(val_rows, cand.n_threads))
+        error = 100.0 * float(np.mean(pred != y[n_train:]))
+        table.append(dict(k=int(k), q=int(q), mu1=float(mu1), mu2=float(mu2),
+                          affine=int(affine), error=error))
+        if info is not None:
+            info(f"k={k} q={q} " + (f"affine={affine}" if flats else f"mu=({mu1:g}, {mu2:g})")
+                 + f": validation error {error:.2f}%\n")
+        if best is None or error < best[1]:
+            best = (cand, error)
+    if best is None:
+        raise ValueError(f"no grid setting has q <= the input dimension {dim} (grid q: "
+                         f"{', '.join(str(q) for q in grid.get('q', (params.kq_dim,)))})")
+    return best[0].replaced(kq_restarts=params.kq_restarts), table

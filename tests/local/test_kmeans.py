@@ -1,0 +1,130 @@
+"""k-means and the other anchor initialisations (lcoding._kmeans, lcoding.anchors)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lcoding.local import _kmeans
+from lcoding.core.rows import as_rows
+from lcoding.local.anchors import kmeans, learn_anchors
+from lcoding.core.seeds import rng_state
+
+
+def blobs(rng, n_per=100, centres=None, spread=0.1):
+    centres = rng.normal(size=(5, 4)) * 5 if centres is None else centres
+    X = np.vstack([c + spread * rng.normal(size=(n_per, centres.shape[1])) for c in centres])
+    return X, centres
+
+
+def inertia(X, C):
+    return ((X[:, None] - C[None]) ** 2).sum(-1).min(1).sum()
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_assign_and_sums_match_numpy(rng, dense):
+    X = sp.random(300, 20, density=0.3, random_state=2, format="csr")
+    rows = as_rows(X)
+    C = rng.random((7, 20)) * 0.5
+    labels = np.empty(300, dtype=np.int32)
+    mind = np.empty(300)
+    total = _kmeans.kmeans_assign(rows.data, rows.indices, rows.indptr, 20, C,
+                                  np.ascontiguousarray(C.T), (C * C).sum(1), labels, mind, dense)
+    D = ((X.toarray()[:, None] - C[None]) ** 2).sum(-1)
+    np.testing.assert_array_equal(labels, D.argmin(1))
+    np.testing.assert_allclose(mind, D.min(1), rtol=1e-10, atol=1e-12)
+    assert total == pytest.approx(D.min(1).sum(), rel=1e-10)
+    sums = np.empty_like(C)
+    counts = np.empty(7, dtype=np.int64)
+    _kmeans.kmeans_sums(rows.data, rows.indices, rows.indptr, labels, sums, counts)
+    np.testing.assert_array_equal(counts, np.bincount(labels, minlength=7))
+    ref = np.vstack([X.toarray()[labels == c].sum(0) for c in range(7)])
+    np.testing.assert_allclose(sums, ref, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_kmeans_finds_separated_blobs(rng, init):
+    X, centres = blobs(rng)
+    best = inertia(X, centres)
+    C = kmeans(as_rows(X), 5, 4, rng_state(3, 1), init=init, max_iter=50)
+    if init == "k-means++":
+        # D^2 seeding lands in every blob here; Lloyd then finds the true centres
+        assert inertia(X, C) <= 1.01 * best
+    else:
+        # random seeds may merge two blobs; Lloyd still only lowers the inertia
+        seeds = kmeans(as_rows(X), 5, 4, rng_state(3, 1), init=init, max_iter=0)
+        assert inertia(X, C) < inertia(X, seeds)
+    assert C.shape == (5, 4)
+
+
+def test_kmeans_is_no_worse_than_sklearn(rng):
+    from sklearn.cluster import KMeans
+    X = rng.normal(size=(600, 6))
+    C = kmeans(as_rows(X), 12, 6, rng_state(1, 1), max_iter=100)
+    sk = KMeans(12, n_init=1, random_state=0, max_iter=100).fit(X)
+    assert inertia(X, C) <= 1.05 * sk.inertia_
+
+
+def test_kmeans_reproducible_and_seeded(rng):
+    X = rng.normal(size=(300, 5))
+    a = kmeans(as_rows(X), 8, 5, rng_state(7, 1))
+    b = kmeans(as_rows(X), 8, 5, rng_state(7, 1))
+    c = kmeans(as_rows(X), 8, 5, rng_state(8, 1))
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, c)
+
+
+def test_kmeans_iteration_cap_zero_returns_seeds(rng):
+    X = rng.normal(size=(100, 3))
+    C = kmeans(as_rows(X), 6, 3, rng_state(1, 1), max_iter=0)
+    # every seed is a training row
+    assert all(np.any(np.all(X == c, axis=1)) for c in C)
+
+
+def test_kmeanspp_seeds_are_distinct_rows(rng):
+    X = rng.normal(size=(50, 3))
+    rows = as_rows(X)
+    C = np.zeros((50, 3))
+    chosen = np.empty(50, dtype=np.int32)
+    _kmeans.kmeanspp_seed(rows.data, rows.indices, rows.indptr, C, chosen, rng_state(1, 2))
+    assert len(set(chosen.tolist())) == 50      # D^2 never re-picks a chosen row
+    np.testing.assert_array_equal(C, X[chosen])
+
+
+def test_empty_clusters_are_restarted():
+    # two distinct points, three clusters seeded on duplicates: no centre stays empty
+    X = np.array([[0.0, 0.0]] * 5 + [[10.0, 0.0]] * 5 + [[0.0, 7.0]])
+    C = kmeans(as_rows(X), 3, 2, rng_state(1, 1), init="random", max_iter=20)
+    assert inertia(X, C) == pytest.approx(0.0, abs=1e-12)
+
+
+def test_minibatch_kmeans(rng):
+    X, centres = blobs(rng, n_per=400)
+    C = kmeans(as_rows(X), 5, 4, rng_state(2, 1), max_iter=60, batch_size=100)
+    assert inertia(X, C) <= 1.5 * inertia(X, centres)
+
+
+def test_learn_anchors_modes(rng):
+    X = rng.normal(size=(200, 3))
+    y = np.repeat(np.arange(4), 50)
+    rows = as_rows(X)
+    for mode in (0, 1, 2, 3, 4):
+        A = learn_anchors(rows, y, 10, mode, rng_state(1, 10), max_iter=5)
+        assert A.shape == (10, 3)
+        assert np.isfinite(A).all()
+    # random samples are training rows; per class: 3,3,2,2 of each class
+    A = learn_anchors(rows, y, 10, 3, rng_state(1, 10))
+    owner = [int(np.flatnonzero(np.all(X == a, axis=1))[0]) // 50 for a in A]
+    assert np.bincount(owner).tolist() == [3, 3, 2, 2]
+    A1 = learn_anchors(rows, y, 10, 1, rng_state(1, 10))
+    assert all(np.any(np.all(X == a, axis=1)) for a in A1)
+
+
+def test_learn_anchors_errors(rng):
+    rows = as_rows(rng.normal(size=(5, 2)))
+    with pytest.raises(ValueError, match="-A"):
+        learn_anchors(rows, None, 6, 0, rng_state(1, 1))
+    with pytest.raises(ValueError, match="-a"):
+        learn_anchors(rows, None, 2, 9, rng_state(1, 1))
+    with pytest.raises(ValueError, match="class"):
+        learn_anchors(rows, None, 2, 2, rng_state(1, 1))

@@ -1,0 +1,357 @@
+"""Kernels, kernel PCA map, IHKPCA, ISVM and VSV (lcoding.invariant, issue 8)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lcoding import liblinearutil
+from lcoding.core.rows import rows_from_dense, rows_from_sparse
+from lcoding.methods.invariant import (Kernel, KernelExpansionModel, TangentKernel, ihkpca_map,
+                                       image_tangents, invariant_whitening, kernel_pca_map, train_invariant,
+                                       translated_images, virtual_landmarks)
+from lcoding.core.model import LinearModel
+from lcoding.io.model_files import model_to_text, save_model_file
+from lcoding.training import load_model_file, model_from_text
+from lcoding.core.options import OptionError, parse_train_options
+from lcoding.training import train_model
+
+
+def circle_problem(rng, n):
+    X = rng.uniform(-1.0, 1.0, (n, 2))
+    return X, np.where((X ** 2).sum(1) > 0.7, 1.0, -1.0)
+
+
+def rotation_tangents(X, step=1e-3):
+    return step * np.column_stack([-X[:, 1], X[:, 0]])
+
+
+def reference_kernel(kernel_type, A, B, degree, gamma, coef0):
+    dot = A @ B.T
+    if kernel_type == 0:
+        return dot
+    if kernel_type == 1:
+        return (gamma * dot + coef0) ** degree
+    if kernel_type == 2:
+        return np.exp(-gamma * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+    return np.tanh(gamma * dot + coef0)
+
+
+@pytest.mark.parametrize("kernel_type", [0, 1, 2, 3])
+def test_kernel_block_matches_the_formula(kernel_type):
+    rng = np.random.default_rng(kernel_type)
+    A = rng.normal(size=(300, 9))
+    A[rng.random(A.shape) < 0.5] = 0.0
+    B = rng.normal(size=(11, 9))
+    kernel = Kernel(kernel_type, 3, 0.3, -0.7)
+    want = reference_kernel(kernel_type, A, B, 3, 0.3, -0.7)
+    np.testing.assert_allclose(kernel.matrix(rows_from_dense(A), B), want, rtol=1e-12, atol=1e-12)
+    # sparse input with extra columns: columns beyond the points' width are ignored
+    wide = sp.hstack([sp.csr_matrix(A), sp.csr_matrix(rng.normal(size=(300, 3)))]).tocsr()
+    np.testing.assert_allclose(kernel.matrix(rows_from_sparse(wide), B), want, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_kernel_pca_map_reproduces_the_gram_matrix():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, 5))
+    for kernel in (Kernel(2, gamma=0.2), Kernel(1, 3, 0.2, 1.0)):
+        P = kernel_pca_map(kernel, X)
+        K = kernel.matrix(X, X)
+        psi = kernel.matrix(X, X) @ P.T
+        np.testing.assert_allclose(psi @ psi.T, K, rtol=0, atol=1e-9 * np.abs(K).max())
+
+
+def test_tangents_of_a_shifted_image_are_the_finite_difference():
+    rng = np.random.default_rng(2)
+    image = np.zeros((4, 6))
+    image[1:3, 1:4] = rng.uniform(0.1, 1.0, (2, 3))       # background border of zeros
+    flat = image.reshape(1, -1)
+    right = np.zeros_like(image)
+    right[:, 1:] = image[:, :-1]
+    up = np.zeros_like(image)
+    up[:-1, :] = image[1:, :]
+    tangents = image_tangents(flat, 6, 3)
+    assert tangents.shape == (2, 1, 24)
+    np.testing.assert_array_equal(tangents[0, 0], (right - image).ravel())
+    np.testing.assert_array_equal(tangents[1, 0], (up - image).ravel())
+    # the tangent of the shifted image is the shifted tangent (translation commutes)
+    shifted = translated_images(flat, 6, 1)[0]
+    np.testing.assert_array_equal(image_tangents(shifted, 6, 1)[0, 0],
+                                  translated_images(tangents[0], 6, 1)[0][0])
+    # vacated pixels take the background value
+    assert (translated_images(flat, 6, 1, background=-1.0)[0].reshape(4, 6)[:, 0] == -1).all()
+    with pytest.raises(ValueError, match="-N 5"):
+        image_tangents(flat, 5, 1)
+    with pytest.raises(ValueError, match="square"):
+        image_tangents(flat, 0, 1)
+
+
+def test_isvm_kernel_equals_the_explicit_feature_map():
+    """Polynomial kernel (g u.v + r)^2 in 3-D has the explicit map
+    phi(u) = [g u_a u_b (all a, b), sqrt(2 g r) u, r]; the invariant kernel is
+    phi(x)^T C_gamma^-1 phi(y) with feature-space tangents phi(x + dx) - phi(x)."""
+    rng = np.random.default_rng(3)
+    g, r = 0.7, 1.3
+    X = rng.normal(size=(15, 3))
+    dX = 0.1 * rng.normal(size=(2, 15, 3))
+    Xnew = rng.normal(size=(7, 3))
+
+    def phi(U):
+        quad = g * (U[:, :, None] * U[:, None, :]).reshape(U.shape[0], -1)
+        return np.hstack([quad, np.sqrt(2 * g * r) * U, np.full((U.shape[0], 1), r)])
+
+    kernel = Kernel(1, 2, g, r)
+    np.testing.assert_allclose(phi(X) @ phi(Xnew).T, kernel.matrix(Xnew, X).T, rtol=1e-12)
+    T = np.vstack([phi(X + dX[k]) - phi(X) for k in range(2)])
+    T /= np.sqrt((T ** 2).sum() / T.shape[0])
+    for gamma in (0.0, 0.5, 0.99):
+        C = (1 - gamma) * np.eye(T.shape[1]) + gamma * T.T @ T
+        Cinv = np.linalg.inv(C)
+        tk = TangentKernel(kernel, X, dX, gamma)
+        np.testing.assert_allclose(tk.gram(), phi(X) @ Cinv @ phi(X).T, rtol=1e-8, atol=1e-8)
+        np.testing.assert_allclose(tk.cross(Xnew), phi(X) @ Cinv @ phi(Xnew).T, rtol=1e-8,
+                                   atol=1e-8)
+        # the saved expansion over points z reproduces sum_i beta_i K~(x_i, x)
+        beta = rng.normal(size=(15, 2))
+        points, coef = tk.expansion(beta)
+        np.testing.assert_allclose(kernel.matrix(Xnew, points) @ coef,
+                                   tk.cross(Xnew).T @ beta, rtol=1e-8, atol=1e-8)
+    # the invariant linear whitening is C_gamma^(-1/2) on tangent rows
+    W = invariant_whitening(T, 0.5)
+    np.testing.assert_allclose(W @ (0.5 * np.eye(T.shape[1]) + 0.5 * T.T @ T) @ W,
+                               np.eye(T.shape[1]), atol=1e-10)
+
+
+def test_ihkpca_on_virtual_landmarks_is_the_isvm_kernel():
+    """-H 4: with the kernel PCA map on the training points and their transformed copies the
+    whitened coordinates z reproduce the ISVM kernel exactly, on training and new points; the
+    trained model keeps those points and predicts through them."""
+    rng = np.random.default_rng(11)
+    X = rng.uniform(-1.0, 1.0, (25, 16))
+    dX = image_tangents(X, 4, 3, background=-1.0)
+    Xnew = rng.uniform(-1.0, 1.0, (7, 16))
+    landmarks = virtual_landmarks(X, dX)
+    assert landmarks.shape == (75, 16)
+    np.testing.assert_array_equal(landmarks[25:50], X + dX[0])
+    for kernel in (Kernel(1, 3, 1 / 16, 0.0), Kernel(2, gamma=0.05)):
+        for gamma in (0.0, 0.5, 0.99):
+            P = ihkpca_map(kernel, X, dX, landmarks, gamma)
+            Z, Znew = kernel.matrix(X, landmarks) @ P.T, kernel.matrix(Xnew, landmarks) @ P.T
+            tk = TangentKernel(kernel, X, dX, gamma)
+            scale = np.abs(tk.gram()).max()
+            np.testing.assert_allclose(Z @ Z.T, tk.gram(), rtol=0, atol=1e-9 * scale)
+            np.testing.assert_allclose(Z @ Znew.T, tk.cross(Xnew), rtol=0, atol=1e-9 * scale)
+    # the training-point map (-H 1) loses the part of the tangents outside span Phi(x_i)
+    kernel = Kernel(1, 3, 1 / 16, 0.0)
+    P1 = ihkpca_map(kernel, X, dX, X, 0.9)
+    Z1 = kernel.matrix(X, X) @ P1.T
+    assert np.abs(Z1 @ Z1.T - TangentKernel(kernel, X, dX, 0.9).gram()).max() > 1e-3 * np.abs(
+        Z1 @ Z1.T).max()
+    y = np.where(X[:, :8].sum(1) > 0, 1.0, -1.0)
+    model = train_invariant(y, X, "-t 1 -d 3 -g 0.0625 -s 1 -B 1 -H 4 -Y 0.9 -J 3 -N 4 -q",
+                            background=-1.0)
+    assert model.method == "ihkpca_virtual" and model.n_points == 75
+    assert model.tangents == "both" and model.invariance_gamma == 0.9
+
+
+def test_gamma_zero_isvm_gives_libsvm_decisions():
+    svmutil = pytest.importorskip("libsvm.svmutil")
+    rng = np.random.default_rng(4)
+    X, y = circle_problem(rng, 80)
+    Xt, _ = circle_problem(rng, 200)
+    tangents = rotation_tangents(X)
+    model = train_invariant(y, X, "-t 2 -g 2 -c 10 -s 3 -H 2 -Y 0 -e 0.001 -q", tangents=tangents)
+    ours = model.decision_values(rows_from_dense(Xt))[:, 0]
+    ref = svmutil.svm_train(y.tolist(), X.tolist(), "-t 2 -g 2 -c 10 -e 0.001 -h 0 -q")
+    _, _, dv = svmutil.svm_predict([0] * len(Xt), Xt.tolist(), ref, "-q")
+    sign = 1.0 if ref.get_labels()[0] == model.label[0] else -1.0
+    theirs = sign * np.asarray(dv)[:, 0]
+    np.testing.assert_allclose(ours, theirs, atol=5e-3)
+    assert (np.sign(ours) == np.sign(theirs)).mean() > 0.99
+
+
+def test_gamma_zero_gives_the_plain_models():
+    rng = np.random.default_rng(5)
+    X, y = circle_problem(rng, 40)
+    tangents = rotation_tangents(X)
+    rows = rows_from_dense(X)
+    base = "-t 1 -d 3 -g 0.5 -r 1 -c 10 -s 3 -B 1 -q"
+    plain = train_invariant(y, X, base)
+    ihkpca = train_invariant(y, X, base + " -H 1 -Y 0", tangents=tangents)
+    np.testing.assert_array_equal(plain.decision_values(rows), ihkpca.decision_values(rows))
+    # invariant linear SVM (no -t) at gamma 0 is LIBLINEAR's model
+    lin = train_model(y, rows, parse_train_options("-s 3 -c 10 -B 1 -q"))
+    inv = train_invariant(y, X, "-s 3 -c 10 -B 1 -H 1 -Y 0 -q", tangents=tangents)
+    assert type(inv) is LinearModel
+    np.testing.assert_array_equal(inv.w, lin.w)
+
+
+def test_invariance_grows_with_gamma():
+    """|f(x + dx) - f(x)| on the training points shrinks as gamma -> 1 (ISVM and IHKPCA)."""
+    rng = np.random.default_rng(6)
+    X, y = circle_problem(rng, 30)
+    tangents = rotation_tangents(X, 0.05)
+    moved = rows_from_dense(X + tangents)
+    rows = rows_from_dense(X)
+    for method in (1, 2, 4):
+        change = []
+        for gamma in (0.0, 0.9, 0.999):
+            model = train_invariant(y, X, f"-t 2 -g 1 -c 100 -s 3 -B 1 -e 0.001 -H {method} "
+                                          f"-Y {gamma} -q", tangents=tangents)
+            dec = model.decision_values(rows)[:, 0]
+            rel = np.abs(model.decision_values(moved)[:, 0] - dec) / np.abs(dec).mean()
+            change.append(rel.mean())
+        assert change[2] < change[1] < change[0], (method, change)
+
+
+@pytest.mark.parametrize("options", [
+    "-t 2 -g 0.5 -s 1 -B 1 -q",
+    "-t 1 -d 2 -g 0.5 -r 1 -s 3 -H 1 -Y 0.9 -X 25 -q",
+    "-t 2 -g 0.5 -s 3 -H 2 -Y 0.9 -q",
+    "-t 3 -g 0.1 -r -0.5 -s 1 -H 3 -q",
+    "-t 2 -g 0.5 -s 1 -B 1 -H 4 -Y 0.9 -X 20 -q",
+    "-s 2 -H 1 -Y 0.5 -B 1 -q",
+])
+def test_save_load_identical(tmp_path, options):
+    rng = np.random.default_rng(7)
+    X = rng.uniform(0, 1, (45, 16))
+    X[X < 0.4] = 0.0
+    y = rng.integers(0, 3, 45).astype(float)
+    Xt = rng.uniform(0, 1, (30, 16))
+    model = train_invariant(y, X, options + " -J 3 -N 4" if "-H" in options else options)
+    path = tmp_path / "model.txt"
+    save_model_file(path, model)
+    loaded = load_model_file(path)
+    assert type(loaded) is type(model)
+    rows = rows_from_dense(Xt)
+    np.testing.assert_array_equal(loaded.decision_values(rows), model.decision_values(rows))
+    assert model_to_text(loaded) == path.read_text()
+    # the drop-in predict works on the loaded model
+    labels, _, _ = liblinearutil.predict([], Xt, liblinearutil.load_model(str(path)), "-q")
+    np.testing.assert_array_equal(labels, model.labels_from_values(model.decision_values(rows)))
+
+
+@pytest.mark.parametrize("options", ["-s 1 -t 2 -g 2 -B 1 -X 40 -q",
+                                     "-s 30 -t 2 -g 2 -B 1 -X 40 -q",
+                                     "-s 3 -t 1 -d 2 -g 1 -r 1 -H 1 -Y 0.5 -J 1 -N 2 -q"])
+def test_drop_in_train_with_kernel_options(options):
+    """``liblinearutil.train`` with ``-t`` / ``-H``: the option string and a ``parameter``
+    object give the model ``train_model`` gives (the kernel path rebuilds the linear
+    solver's options from a ``parameter``, a TrainParams subclass)."""
+    rng = np.random.default_rng(12)
+    X, y = circle_problem(rng, 120)
+    rows = rows_from_dense(X)
+    direct = train_model(y, rows, parse_train_options(options))
+    for model in (liblinearutil.train(y, X, options),
+                  liblinearutil.train(liblinearutil.problem(y, X), liblinearutil.parameter(options))):
+        np.testing.assert_array_equal(model._core.decision_values(rows),
+                                      direct.decision_values(rows))
+    labels, acc, _ = liblinearutil.predict(y, X, liblinearutil.train(y, X, options), "-q")
+    if "-t 2" in options:
+        assert acc[0] > 90
+
+
+def test_model_file_is_read_strictly():
+    rng = np.random.default_rng(8)
+    X, y = circle_problem(rng, 20)
+    text = model_to_text(train_invariant(y, X, "-t 2 -g 1 -s 3 -H 2 -Y 0 -q"))
+    assert "coding kernel_expansion" in text
+    with pytest.raises(ValueError, match="unknown key"):
+        model_from_text(text.replace("method isvm", "method isvm\nsurprise 1"))
+    with pytest.raises(ValueError, match="kernel_type"):
+        model_from_text(text.replace("kernel_type rbf", "kernel_type spline"))
+    with pytest.raises(ValueError, match="truncated"):
+        model_from_text(text.rsplit("\n", 3)[0])
+
+
+def test_landmarks_and_seed():
+    rng = np.random.default_rng(9)
+    X, y = circle_problem(rng, 300)
+    a = train_invariant(y, X, "-t 2 -g 2 -s 3 -B 1 -X 40 -q")
+    b = train_invariant(y, X, "-t 2 -g 2 -s 3 -B 1 -X 40 -q")
+    c = train_invariant(y, X, "-t 2 -g 2 -s 3 -B 1 -X 40 -S 2 -q")
+    assert isinstance(a, KernelExpansionModel) and a.n_points == 40
+    np.testing.assert_array_equal(a.points, b.points)
+    assert not np.array_equal(a.points, c.points)
+    Xt, yt = circle_problem(rng, 2000)
+    err = (a.labels_from_values(a.decision_values(rows_from_dense(Xt))) != yt).mean()
+    assert err < 0.08
+
+
+def test_options_and_errors():
+    p = parse_train_options("-t 1 -d 3 -g 0.1 -r 1 -H 1 -J 3 -N 16 -Y 0.5 -X 100")
+    assert (p.kernel_type, p.degree, p.kernel_gamma, p.coef0) == (1, 3, 0.1, 1.0)
+    assert (p.invariance, p.tangents, p.image_width, p.invariance_gamma, p.n_landmarks) == \
+        (1, 3, 16, 0.5, 100)
+    assert parse_train_options("-s 1").kernel_type == -1     # LIBLINEAR strings keep their meaning
+    X = np.random.default_rng(10).uniform(size=(20, 16))
+    y = np.arange(20) % 2
+    for options, match in [("-t 5", "-t 5"), ("-t 4", "-t 4"), ("-t 2 -Y 1.5 -H 1 -J 1", "-Y"),
+                           ("-t 2 -H 2 -Y 0.5", "needs tangent"), ("-t 2 -H 3", "VSV"),
+                           ("-t 2 -H 2 -s 2 -J 1", "-s 2"), ("-t 2 -J 1", "only used"),
+                           ("-t 2 -H 1 -Y 0.5 -J 1 -N 5", "-N 5"), ("-t 2 -X 0", "-X 0"),
+                           ("-t 2 -L 1", "-L 1"), ("-t 1 -d -1", "-d -1"),
+                           ("-t 2 -g -1", "-g -1"), ("-t 2 -H 4", "-H 4"),
+                           ("-H 4 -J 1", "needs a kernel"), ("-t 2 -H 5", "-H 5")]:
+        with pytest.raises(ValueError, match=match):
+            liblinearutil.train(y, X, options + " -q")
+    with pytest.raises(OptionError, match="-Y"):
+        parse_train_options("-Y x")
+    with pytest.raises(ValueError, match="tangents: expected shape"):
+        train_invariant(y, X, "-t 2 -H 2 -Y 0.5 -q", tangents=np.zeros((3, 16)))
+
+
+def test_invariant_linear_svm_is_liblinear_on_whitened_rows():
+    rng = np.random.default_rng(11)
+    X = rng.uniform(0, 1, (60, 16))
+    images = X.reshape(60, 4, 4)     # label: left half against right half of the image,
+    y = np.where(images[:, :, :2].sum((1, 2)) > images[:, :, 2:].sum((1, 2)), 1.0, -1.0)
+    tangents = image_tangents(X, 4, 2)     # which vertical translations keep
+    model = train_invariant(y, X, "-s 1 -c 3 -B 1 -H 1 -Y 0.99 -J 2 -N 4 -q")
+    W = invariant_whitening(tangents.reshape(-1, 16), 0.99)
+    ref = train_model(y, rows_from_dense(X @ W), parse_train_options("-s 1 -c 3 -B 1 -q"))
+    rows = rows_from_dense(X)
+    np.testing.assert_allclose(model.decision_values(rows),
+                               ref.decision_values(rows_from_dense(X @ W)), rtol=1e-10,
+                               atol=1e-10)
+    # the invariance: decisions move less along the tangents than LIBLINEAR's
+    plain = train_model(y, rows, parse_train_options("-s 1 -c 3 -B 1 -q"))
+    moved = rows_from_dense(X + tangents[0])
+
+    def relative_change(m):
+        dec = m.decision_values(rows)
+        return np.abs(m.decision_values(moved) - dec).mean() / np.abs(dec).mean()
+    assert relative_change(model) < 0.7 * relative_change(plain)
+
+
+def test_parameter_search_refuses_kernels():
+    with pytest.raises(ValueError, match="-C"):
+        liblinearutil.train([1, -1], [[1.0], [2.0]], "-C -s 2 -t 2 -q")
+
+
+@pytest.mark.parametrize("solver", [1, 3])
+def test_smo_closes_the_duality_gap(solver):
+    """Hinge (-s 3) and squared hinge (-s 1) C-SVC with a free intercept: the primal
+    objective of the returned expansion equals the dual objective of the SMO alpha."""
+    from lcoding.methods import _kernel_svm
+    rng = np.random.default_rng(12)
+    X, y = circle_problem(rng, 70)
+    y[:5] *= -1                                       # label noise: some margin errors
+    K = Kernel(2, gamma=1.5).matrix(X, X)
+    y_pm = y.astype(np.int8)
+    C = 5.0
+    n = y.size
+    squared = solver == 1
+    upper = np.full(n, np.inf if squared else C)
+    diag = np.full(n, 0.5 / C if squared else 0.0)
+    alpha, grad = np.zeros(n), np.zeros(n)
+    _, rho, converged = _kernel_svm.smo_solve(K, y_pm, upper, diag, alpha, grad, 1e-6, 10 ** 7)
+    assert converged
+    beta = alpha * y
+    margin = 1.0 - y * (K @ beta - rho)
+    loss = np.maximum(margin, 0.0) ** 2 if squared else np.maximum(margin, 0.0)
+    primal = 0.5 * beta @ K @ beta + C * loss.sum()
+    dual = alpha.sum() - 0.5 * beta @ K @ beta - 0.5 * (diag * alpha ** 2).sum()
+    assert abs(y @ alpha) < 1e-10
+    assert abs(primal - dual) < 1e-4 * abs(primal)

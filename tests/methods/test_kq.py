@@ -1,0 +1,477 @@
+"""k q-metrics (-s 40) and supervised k q-flats (-s 41): subspace recovery, the
+Cython pass against a NumPy reference step for step, perfect classification of
+points on distinct subspaces, options, seeds, votes and model files."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lcoding.methods import _kq
+from lcoding.core.rows import as_rows
+from lcoding.methods.kq import (KQModel, KQPreprocess, class_scores, k_flats,
+                                k_subspaces, select_kq_params, step_factors, violators)
+from lcoding.liblinearutil import predict as ll_predict, train as ll_train
+from lcoding.io.model_files import model_to_text, save_model_file
+from lcoding.training import load_model_file, model_from_text
+from lcoding.core.options import OptionError, TrainParams, parse_train_options
+from lcoding.training import train_model
+
+
+def random_subspaces(rng, n_sub, dim, d):
+    """n_sub random orthonormal (dim, d) bases."""
+    return [np.linalg.qr(rng.standard_normal((d, dim)))[0].T for _ in range(n_sub)]
+
+
+def points_on(rng, basis, n):
+    x = rng.standard_normal((n, basis.shape[0])) @ basis
+    return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def projector(basis):
+    q, _ = np.linalg.qr(basis.T)
+    return q @ q.T
+
+
+def subspace_data(rng, n_class, k, dim, d, n_per):
+    """Points on n_class * k distinct subspaces; class c owns subspaces c*k..c*k+k-1."""
+    bases = random_subspaces(rng, n_class * k, dim, d)
+    X = np.vstack([points_on(rng, b, n_per) for b in bases])
+    y = np.repeat(np.arange(n_class) + 1, k * n_per).astype(float)
+    return X, y, bases
+
+
+def train(y, X, opts):
+    return train_model(np.asarray(y, dtype=float), as_rows(X), parse_train_options(opts + " -q"))
+
+
+def predict_labels(model, X):
+    rows = as_rows(X)
+    return model.labels_from_values(model.decision_values(rows))
+
+
+def affine_data(rng, n_class, k, dim, d, n_per, offset=2.0):
+    """Points on n_class * k affine flats (random centre + subspace); class c owns
+    flats c*k..c*k+k-1.  Returns (X, y, [(centre, basis)])."""
+    flats = [(offset * rng.standard_normal(d), b) for b in random_subspaces(rng, n_class * k, dim, d)]
+    X = np.vstack([c + rng.standard_normal((n_per, dim)) @ b for c, b in flats])
+    y = np.repeat(np.arange(n_class) + 1, k * n_per).astype(float)
+    return X, y, flats
+
+
+# ------------------------------------------------------------------ k-subspaces
+def test_k_subspaces_recovers_known_subspaces():
+    rng = np.random.default_rng(3)
+    bases = random_subspaces(rng, 3, 2, 12)
+    X = np.vstack([points_on(rng, b, 80) for b in bases])
+    F, assign = k_subspaces(X, 3, 2, np.random.default_rng(0))
+    np.testing.assert_allclose(F @ F.transpose(0, 2, 1), np.broadcast_to(np.eye(2), (3, 2, 2)),
+                               atol=1e-12)
+    found = [projector(f) for f in F]
+    truth = [projector(b) for b in bases]
+    # every true subspace is one of the recovered ones (projectors equal)
+    for P in truth:
+        assert min(np.abs(P - Q).max() for Q in found) < 1e-9
+    # and the assignment is the generating subspace, up to relabelling
+    for s in range(3):
+        assert np.unique(assign[s * 80:(s + 1) * 80]).size == 1
+
+
+def test_k_flats_recovers_known_affine_flats():
+    rng = np.random.default_rng(5)
+    X, _, flats = affine_data(rng, 1, 3, 2, 10, 80)
+    F, centres, assign = k_flats(X, 3, 2, np.random.default_rng(1))
+    np.testing.assert_allclose(F @ F.transpose(0, 2, 1), np.broadcast_to(np.eye(2), (3, 2, 2)),
+                               atol=1e-12)
+    for j, (c, b) in enumerate(flats):
+        found = np.bincount(assign[j * 80:(j + 1) * 80], minlength=3).argmax()
+        assert np.all(assign[j * 80:(j + 1) * 80] == found)
+        np.testing.assert_allclose(projector(F[found]), projector(b), atol=1e-8)
+        # the fitted centre lies on the true flat
+        r = centres[found] - c
+        np.testing.assert_allclose(r - projector(b) @ r, 0, atol=1e-8)
+    Z = np.empty((X.shape[0], 3))
+    _kq.flat_scores(X, F.reshape(6, -1), centres, 2, Z)
+    np.testing.assert_allclose(Z.max(axis=1), 0, atol=1e-9)    # every point on its flat
+
+
+def test_flat_scores_match_definition():
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((300, 7))          # more than one 256-row block
+    W = rng.standard_normal((4 * 3, 7))
+    centres = rng.standard_normal((4, 7))
+    Z = np.empty((300, 4))
+    _kq.flat_scores(X, W, centres, 3, Z)
+    D = X[:, None, :] - centres[None]
+    ref = (np.einsum("mqd,nmd->nmq", W.reshape(4, 3, 7), D) ** 2).sum(axis=2) - (D ** 2).sum(axis=2)
+    np.testing.assert_allclose(Z, ref, rtol=1e-10, atol=1e-10)
+    s = class_scores(X, W, 2, 2, 3, centres)
+    np.testing.assert_allclose(s, ref.reshape(300, 2, 2).max(axis=2), rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="centres"):
+        _kq.flat_scores(X, W, centres[:3], 3, Z)
+
+
+def test_affine_flats_classify_offset_flats_perfectly():
+    """Parallel flats c + span(B) and -c + span(B): mirror images with the same
+    uncentred scatter, so subspaces through the origin cannot tell them apart."""
+    rng = np.random.default_rng(3)
+    Q = np.linalg.qr(rng.standard_normal((6, 6)))[0]
+    basis, c = Q[:2], 3 * Q[2]
+    X = np.vstack([sign * c + rng.standard_normal((60, 2)) @ basis for sign in (1, -1)])
+    y = np.repeat([1.0, 2.0], 60)
+    affine = train(y[1::2], X[1::2], "-s 41 -k 1 -Q 2 -Z 0 -y 1")
+    assert affine.affine and affine.centres.shape == (1, 2, 6)
+    assert np.array_equal(predict_labels(affine, X[::2]), y[::2])
+    through_origin = train(y[1::2], X[1::2], "-s 41 -k 1 -Q 2 -Z 0")
+    assert np.mean(predict_labels(through_origin, X[::2]) != y[::2]) > 0.3
+
+
+def test_k_subspaces_k1_is_top_principal_vectors():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((50, 7))
+    F, _ = k_subspaces(X, 1, 3, np.random.default_rng(5))
+    _, _, vt = np.linalg.svd(X, full_matrices=False)
+    np.testing.assert_allclose(projector(F[0]), projector(vt[:3]), atol=1e-10)
+
+
+# ------------------------------------------------------------------ the pass vs NumPy
+def reference_pass(X, ci, order, W, k, q, mu1, mu2, s1, s2, Z=None):
+    """The paper's loop, one point at a time, in plain NumPy.  With Z: the
+    assignment and the violated metrics come from Z (pass-start norms)."""
+    W = W.copy()
+    M = W.shape[0] // q
+    F = W.reshape(M, q, -1)             # a view: updating F updates W
+    for r in order:
+        x = X[r]
+        own = range(ci[r] * k, ci[r] * k + k)
+        if Z is None:
+            resp = [F[m] @ x for m in range(M)]
+            z = np.array([v @ v for v in resp])
+            j = own[int(np.argmax(z[list(own)]))]
+            if z[j] < mu1:
+                F[j] += s1 * (mu1 - z[j]) * np.outer(resp[j], x)
+            for m in range(M):
+                if m not in own and z[m] > mu2:
+                    F[m] += s2 * (mu2 - z[m]) * np.outer(resp[m], x)
+        else:
+            j = own[int(np.argmax(Z[r, list(own)]))]
+            if Z[r, j] < mu1:
+                v = F[j] @ x
+                if v @ v < mu1:
+                    F[j] += s1 * (mu1 - v @ v) * np.outer(v, x)
+            for m in range(M):
+                if m not in own and Z[r, m] > mu2:
+                    v = F[m] @ x
+                    if v @ v > mu2:
+                        F[m] += s2 * (mu2 - v @ v) * np.outer(v, x)
+    return W
+
+
+@pytest.mark.parametrize("mode", ["stochastic", "semi-current", "semi-stale"])
+def test_pass_matches_numpy_reference(mode):
+    rng = np.random.default_rng(1)
+    n, d, C, k, q = 40, 6, 3, 2, 2
+    X = rng.standard_normal((n, d))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    ci = rng.integers(0, C, n).astype(np.int64)
+    W0 = 0.7 * rng.standard_normal((C * k * q, d))
+    mu1, mu2, s1, s2 = 1.1, 0.9, 0.3, 0.2
+    Z = np.empty((n, C * k))
+    _kq.metric_norms(X, W0, q, Z)
+    np.testing.assert_allclose(Z, np.einsum("nmq->nm", np.einsum("mqd,nd->nmq",
+                               W0.reshape(C * k, q, d), X) ** 2), rtol=1e-12)
+    order = rng.permutation(n).astype(np.int64)
+    stale = mode == "semi-stale"
+    if mode != "stochastic":
+        order = order[violators(Z, ci, C, k, mu1, mu2)[order]]
+        assert 0 < order.size < n
+    W = W0.copy()
+    own, other = _kq.kq_pass(X, ci, order, W, k, q, mu1, mu2, s1, s2,
+                             Z if stale else np.empty((0, C * k)), stale)
+    ref = reference_pass(X, ci, order, W0, k, q, mu1, mu2, s1, s2, Z if stale else None)
+    assert own > 0 and other > 0
+    np.testing.assert_allclose(W, ref, rtol=1e-12, atol=1e-14)
+    # a second pass from the updated state, so step-for-step agreement compounds
+    order2 = rng.permutation(n).astype(np.int64)
+    _kq.metric_norms(X, W, q, Z)
+    _kq.kq_pass(X, ci, order2, W, k, q, mu1, mu2, s1, s2, Z if stale else np.empty((0, C * k)),
+                stale)
+    ref = reference_pass(X, ci, order2, ref, k, q, mu1, mu2, s1, s2, Z if stale else None)
+    np.testing.assert_allclose(W, ref, rtol=1e-11, atol=1e-13)
+
+
+def test_step_factors():
+    p = TrainParams(kq_dt=0.1, kq_alpha1=2.0, kq_alpha2=1.0)
+    p.kq_update = 0
+    assert step_factors(p) == (0.1, 0.1)
+    p.kq_update = 1
+    assert step_factors(p) == pytest.approx((0.8, 0.4))
+    p.kq_update = 2
+    assert step_factors(p) == pytest.approx((0.2, 0.1))
+
+
+def test_kernel_rejects_bad_input():
+    X = np.zeros((3, 4))
+    W = np.zeros((8, 4))
+    with pytest.raises(ValueError, match="class_index"):
+        _kq.kq_pass(X, np.array([0, 5, 0], dtype=np.int64), np.arange(3, dtype=np.int64), W,
+                    2, 2, 1.1, 0.9, 0.1, 0.1, np.empty((0, 4)), False)
+    with pytest.raises(ValueError, match="order"):
+        _kq.kq_pass(X, np.zeros(3, dtype=np.int64), np.array([7], dtype=np.int64), W,
+                    2, 2, 1.1, 0.9, 0.1, 0.1, np.empty((0, 4)), False)
+    with pytest.raises(ValueError, match="multiple of q"):
+        _kq.metric_norms(X, np.zeros((7, 4)), 2, np.empty((3, 3)))
+
+
+# ------------------------------------------------------------------ end to end
+@pytest.mark.parametrize("solver", [41, 40])
+def test_one_subspace_per_class_classifies_perfectly(solver):
+    rng = np.random.default_rng(7)
+    X, y, _ = subspace_data(rng, 4, 1, 3, 15, 60)
+    Xt, yt, _ = X[::2], y[::2], None
+    model = train(y[1::2], X[1::2], f"-s {solver} -k 1 -Q 3 -E 10")
+    assert isinstance(model, KQModel) and model.nr_w == 4
+    assert np.array_equal(predict_labels(model, Xt), yt)
+
+
+def energy(model, X, ci, mu1, mu2, a1=2.0, a2=1.0):
+    """The paper's eq. 5 with j_x = argmax over x's own class (NumPy)."""
+    pre = model.preprocess.transform(as_rows(X))
+    C, k, q = model.nr_class, model.k, model.q
+    Z = np.einsum("nmq->nm", np.einsum("mqd,nd->nmq",
+                  model.metrics[0].reshape(C * k, q, -1), pre) ** 2).reshape(-1, C, k)
+    own = Z[np.arange(len(ci)), ci].max(axis=1)
+    other = Z.copy()
+    other[np.arange(len(ci)), ci] = -np.inf
+    return (a1 * np.maximum(mu1 - own, 0) ** 2).sum() + \
+        (a2 * np.maximum(other - mu2, 0) ** 2).sum()
+
+
+def test_discriminative_passes_lower_energy_and_training_error():
+    rng = np.random.default_rng(11)
+    X, y, _ = subspace_data(rng, 2, 3, 2, 8, 100)
+    X = X + 0.25 * rng.standard_normal(X.shape)
+    ci = (y - 1).astype(int)
+    flats = train(y, X, "-s 41 -k 3 -Q 2")
+    metrics = train(y, X, "-s 40 -k 3 -Q 2 -E 30 -U 1.2 -V 0.8 -G 1 -D 0.05")
+    assert energy(metrics, X, ci, 1.2, 0.8) < 0.5 * energy(flats, X, ci, 1.2, 0.8)
+    assert np.mean(predict_labels(metrics, X) != y) < np.mean(predict_labels(flats, X) != y)
+
+
+def test_pass_types_and_update_rules_train(tmp_path):
+    rng = np.random.default_rng(2)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 10, 40)
+    for opts in ("-F 0 -G 0", "-F 1 -G 1", "-F 2 -G 2"):
+        model = train(y, X, f"-s 40 -k 2 -Q 2 -E 5 {opts}")
+        assert np.isfinite(model.metrics).all()
+        assert np.mean(predict_labels(model, X) == y) > 0.95
+
+
+def test_same_seed_same_model_and_restarts_differ():
+    rng = np.random.default_rng(4)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 10, 30)
+    a = train(y, X, "-s 40 -k 2 -Q 2 -E 3 -W 3 -S 5")
+    b = train(y, X, "-s 40 -k 2 -Q 2 -E 3 -W 3 -S 5")
+    c = train(y, X, "-s 40 -k 2 -Q 2 -E 3 -W 3 -S 6")
+    assert np.array_equal(a.metrics, b.metrics)
+    assert not np.array_equal(a.metrics, c.metrics)
+    assert not np.array_equal(a.metrics[0], a.metrics[1])
+
+
+def test_vote_is_majority_of_restarts():
+    rng = np.random.default_rng(9)
+    X, y, _ = subspace_data(rng, 3, 2, 3, 10, 40)
+    X = X + 0.3 * rng.standard_normal(X.shape)
+    model = train(y, X, "-s 40 -k 2 -Q 3 -E 5 -W 5")
+    pre = model.preprocess.transform(as_rows(X))
+    votes = np.zeros((X.shape[0], 3), dtype=int)
+    for r in range(5):
+        votes[np.arange(X.shape[0]), np.argmax(model.class_scores(pre, r), axis=1)] += 1
+    dec = model.decision_values(as_rows(X))
+    np.testing.assert_array_equal(np.floor(dec), votes)
+    pred = predict_labels(model, X)
+    clear = votes.max(axis=1) >= 3
+    np.testing.assert_array_equal(pred[clear], model.label[np.argmax(votes, axis=1)][clear])
+
+
+def test_preprocessing_pca_and_sphere():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 10)) * np.arange(1, 11)
+    rows = as_rows(X)
+    pre = KQPreprocess.fit(rows, 3, True)
+    Xc = X - X.mean(axis=0)
+    _, _, vt = np.linalg.svd(Xc, full_matrices=False)
+    np.testing.assert_allclose(np.abs(pre.components), np.abs(vt[:3]), atol=1e-8)
+    out = pre.transform(rows)
+    expected = Xc @ pre.components.T
+    expected /= np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(out, expected, atol=1e-12)
+    plain = KQPreprocess.fit(rows, 0, False).transform(rows)
+    np.testing.assert_array_equal(plain, X)
+    # -z b: (x / ||x||, b) / sqrt(1 + b^2) after the PCA
+    pre = KQPreprocess.fit(rows, 3, True, 0.5)
+    assert pre.out_dim == 4
+    ref = np.hstack([expected, np.full((200, 1), 0.5)]) / np.sqrt(1.25)
+    np.testing.assert_allclose(pre.transform(rows), ref, atol=1e-12)
+    np.testing.assert_array_equal(KQPreprocess.fit(rows, 0, False, 2.0).transform(rows),
+                                  np.hstack([X, np.full((200, 1), 2.0)]))
+
+
+def test_binary_problem_and_labels():
+    rng = np.random.default_rng(12)
+    X, y, _ = subspace_data(rng, 2, 1, 2, 9, 50)
+    y = np.where(y == 1, -1.0, 1.0)
+    model = train(y, X, "-s 40 -k 1 -Q 2 -E 5")
+    assert list(model.label) == [1, -1]        # LIBLINEAR's +1-first rule
+    assert model.decision_values(as_rows(X)).shape == (100, 2)
+    assert np.array_equal(predict_labels(model, X), y)
+
+
+# ------------------------------------------------------------------ files and options
+@pytest.mark.parametrize("opts", ["-s 40 -k 2 -Q 2 -E 3 -l 5 -W 2", "-s 41 -k 2 -Q 3 -Z 0",
+                                  "-s 41 -k 2 -Q 2 -y 1 -l 5 -W 2",
+                                  "-s 40 -k 2 -Q 2 -E 3 -z 0.3",
+                                  "-s 40 -k 2 -Q 2 -E 3 -l 5 -K 3",
+                                  "-s 41 -k 2 -Q 2 -K 2 -O 1 -y 1"])
+def test_save_load_identical(tmp_path, opts):
+    rng = np.random.default_rng(6)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 8, 30)
+    X = X * 3.7 + 0.1
+    model = train(y, X, opts)
+    path = tmp_path / "kq.model"
+    save_model_file(path, model)
+    loaded = load_model_file(path)
+    assert isinstance(loaded, KQModel)
+    assert model_to_text(loaded) == path.read_text()
+    np.testing.assert_array_equal(loaded.metrics, model.metrics)
+    assert loaded.affine == model.affine
+    assert loaded.preprocess.offset == model.preprocess.offset
+    if model.affine:
+        np.testing.assert_array_equal(loaded.centres, model.centres)
+        assert "\naffine 1\n" in path.read_text() and "\ncentres\n" in path.read_text()
+    if model.preprocess.pca_dim:
+        np.testing.assert_array_equal(loaded.preprocess.components, model.preprocess.components)
+        np.testing.assert_array_equal(loaded.preprocess.mean, model.preprocess.mean)
+    rows = as_rows(X)
+    np.testing.assert_array_equal(loaded.decision_values(rows), model.decision_values(rows))
+    text = path.read_text()
+    assert text.startswith("solver_type KQ_")
+    assert "\nlcoding_format 1\ncoding KQ_" in text and "\nw\n" in text
+
+
+@pytest.mark.parametrize("solver", ["-s 40 -E 4", "-s 41 -y 1"])
+def test_hellinger_map_equals_training_on_square_roots(solver):
+    # -K 3 is sign(x) sqrt|x| applied before the PCA: the same model as training on
+    # the mapped rows without -K, and the map is applied again at prediction
+    rng = np.random.default_rng(8)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 8, 30)
+    X = X * 2.0 + rng.normal(scale=0.1, size=X.shape)
+    mapped = np.sign(X) * np.sqrt(np.abs(X))
+    opts = f"{solver} -k 2 -Q 2 -l 6"
+    with_map = train(y, X, opts + " -K 3")
+    on_roots = train(y, mapped, opts)
+    np.testing.assert_array_equal(with_map.metrics, on_roots.metrics)
+    np.testing.assert_allclose(with_map.decision_values(as_rows(X)),
+                               on_roots.decision_values(as_rows(mapped)), rtol=1e-12, atol=1e-12)
+    assert "\nkernel_map hellinger\n" in model_to_text(with_map)
+    with pytest.raises(ValueError, match="-K 5"):
+        train(y, X, opts + " -K 5")
+
+
+def test_model_file_errors():
+    rng = np.random.default_rng(6)
+    X, y, _ = subspace_data(rng, 2, 1, 2, 5, 10)
+    text = model_to_text(train(y, X, "-s 41 -k 1 -Q 2"))
+    with pytest.raises(ValueError, match="nr_dim"):
+        model_from_text(text.replace("nr_dim 5", "nr_dim 4"))
+    with pytest.raises(ValueError, match="does not match"):
+        model_from_text(text.replace("coding KQ_FLATS", "coding KQ_METRICS"))
+    with pytest.raises(ValueError, match="truncated"):
+        model_from_text(text[:-30])
+    affine = model_to_text(train(y, X, "-s 41 -k 1 -Q 2 -y 1"))
+    with pytest.raises(ValueError, match="affine"):
+        model_from_text(affine.replace("affine 1", "affine 2"))
+    with pytest.raises(ValueError, match="centres"):
+        model_from_text(affine.split("\ncentres\n")[0] + "\n")
+    offset = model_to_text(train(y, X, "-s 40 -k 1 -Q 2 -E 1 -z 0.5"))
+    assert "\nnr_dim 6\noffset_coord 0.5\n" in offset
+    with pytest.raises(ValueError, match="offset_coord"):
+        model_from_text(offset.replace("offset_coord 0.5", "offset_coord -1"))
+    with pytest.raises(ValueError, match="nr_dim"):
+        model_from_text(offset.replace("\noffset_coord 0.5", ""))
+
+
+def test_drop_in_train_and_predict():
+    rng = np.random.default_rng(8)
+    X, y, _ = subspace_data(rng, 3, 1, 2, 8, 30)
+    m = ll_train(list(y), X, "-s 40 -k 1 -Q 2 -E 3 -q")
+    labels, (acc, _, _), values = ll_predict(list(y), X, m, "-q")
+    assert acc == 100.0 and len(values[0]) == 3
+    # -x 1 through the drop-in interface (its parameter object is not a dataclass)
+    perm = rng.permutation(X.shape[0])
+    m = ll_train(list(y[perm]), X[perm], "-s 41 -x 1 -Z 0 -q")
+    assert ll_predict(list(y), X, m, "-q")[1][0] == 100.0
+    with pytest.raises(ValueError, match="grid q: 20, 40"):
+        ll_train(list(y), X, "-s 40 -x 1 -E 1 -q")
+
+
+def test_options_parse_and_validate():
+    p = parse_train_options("-s 40 -k 8 -Q 20 -U 1.1 -V 0.9 -D 0.05 -i 3 -o 0.5 -G 1 -F 0 "
+                            "-l 50 -Z 0 -W 5 -E 40")
+    assert (p.solver_type, p.n_neighbors, p.kq_dim, p.kq_mu1, p.kq_mu2, p.kq_dt) == \
+        (40, 8, 20, 1.1, 0.9, 0.05)
+    assert (p.kq_alpha1, p.kq_alpha2, p.kq_update, p.kq_pass, p.kq_pca, p.kq_sphere,
+            p.kq_restarts, p.epochs) == (3.0, 0.5, 1, 0, 50, 0, 5, 40)
+    with pytest.raises(OptionError, match="-Q"):
+        parse_train_options("-s 40 -Q x")
+    X, y, _ = subspace_data(np.random.default_rng(0), 2, 1, 2, 5, 10)
+    for opts, flag in (("-U 0.9 -V 1.1", "-U"), ("-Q 9", "-Q"), ("-l 9", "-l"), ("-G 7", "-G"),
+                       ("-F 3", "-F"), ("-W 0", "-W"), ("-B 1", "-B"), ("-D 0", "-D"),
+                       ("-k 0", "-k"), ("-Z 2", "-Z"), ("-y 1", "-y"), ("-x 2", "-x"),
+                       ("-z -1", "-z")):
+        with pytest.raises(ValueError, match=flag):
+            train(y, X, f"-s 40 -Q 2 {opts}")
+
+
+def test_model_selection_picks_from_grid():
+    rng = np.random.default_rng(10)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 8, 40)
+    perm = rng.permutation(X.shape[0])
+    X, y = X[perm], y[perm]
+    params = parse_train_options("-s 40 -E 5 -W 3 -q")
+    best, table = select_kq_params(y, as_rows(X), params,
+                                   {"k": (1, 2), "q": (2, 9), "mu": ((1.05, 0.95), (1.4, 0.6))})
+    assert len(table) == 4          # q = 9 > 8 dimensions is skipped
+    first_best = min(table, key=lambda row: row["error"])
+    assert (best.n_neighbors, best.kq_dim, best.kq_mu1, best.kq_mu2) == \
+        (first_best["k"], first_best["q"], first_best["mu1"], first_best["mu2"])
+    assert best.kq_restarts == 3 and best.kq_select == 0
+    # the validation error of a row is that of a model trained on the first 80 %
+    row = table[-1]
+    cand = parse_train_options(f"-s 40 -E 5 -k {row['k']} -Q {row['q']} -U {row['mu1']} "
+                               f"-V {row['mu2']} -q")
+    model = train_model(y[:192], as_rows(X[:192]), cand)
+    assert row["error"] == pytest.approx(100 * np.mean(predict_labels(model, X[192:]) != y[192:]))
+    with pytest.raises(ValueError, match="grid keys"):
+        select_kq_params(y, as_rows(X), params, {"kk": (1,)})
+
+
+def test_select_option_trains_with_the_selected_setting():
+    rng = np.random.default_rng(13)
+    X, y, _ = affine_data(rng, 3, 2, 2, 8, 40)
+    perm = rng.permutation(X.shape[0])
+    X, y = X[perm], y[perm]
+    model = train(y, X, "-s 41 -x 1 -Z 0")
+    best, table = select_kq_params(y, as_rows(X), parse_train_options("-s 41 -Z 0 -q"))
+    assert {(r["affine"], r["q"]) for r in table} == {(a, q) for a in (0, 1) for q in (5,)}
+    assert (model.k, model.q, model.affine) == (best.n_neighbors, best.kq_dim, bool(best.kq_affine))
+    assert np.mean(predict_labels(model, X) == y) > 0.95
+
+
+def test_class_scores_match_definition():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((20, 5))
+    W = rng.standard_normal((3 * 2 * 2, 5))
+    s = class_scores(X, W, 3, 2, 2)
+    F = W.reshape(3, 2, 2, 5)
+    ref = (np.einsum("ckqd,nd->nckq", F, X) ** 2).sum(axis=3).max(axis=2)
+    np.testing.assert_allclose(s, ref, rtol=1e-12)
