@@ -20,7 +20,7 @@ from lcoding.core.options import (REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError
                                   parse_predict_options, parse_train_options, predict_usage, train_usage)
 from lcoding.io.model_files import ModelFileError, save_model_file
 from lcoding.io.reader import read_libsvm
-from lcoding.param_search import find_parameters
+from lcoding.linear.param_search import find_parameters
 from lcoding.training import cross_validation, load_model_file, train_model
 
 _FLAGS_WITHOUT_VALUE = {opt.flag for opt in TRAIN_OPTIONS if opt.kind is None}

@@ -25,7 +25,7 @@ from lcoding.liblinear import model, parameter, problem, toPyModel
 from lcoding.core.messages import Messages
 from lcoding.core.options import REGRESSION_SOLVERS, check_parameter, parse_predict_options
 from lcoding.io.model_files import save_model_file
-from lcoding.param_search import find_parameters
+from lcoding.linear.param_search import find_parameters
 from lcoding.training import cross_validation, load_model_file, train_model
 
 __all__ = ["load_model", "save_model", "train", "predict"] + _liblinear.__all__ + _commonutil.__all__

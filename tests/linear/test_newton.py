@@ -13,7 +13,7 @@ from conftest import flush_c_stdout
 from lcoding.linear import newton as solvers_newton
 from lcoding.core.rows import as_rows
 from lcoding.core.options import parse_train_options
-from lcoding.param_search import best_parameters_line, calc_start_C, find_parameters
+from lcoding.linear.param_search import best_parameters_line, calc_start_C, find_parameters
 from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.linear.problem import BinaryProblem, Coding
 from lcoding.core.messages import Messages
