@@ -47,7 +47,23 @@ def _read(path, n_features=None):
     return read_libsvm(path, n_features=n_features)
 
 
+def _wants_help(argv, flags_without_value) -> bool:
+    """``-h`` / ``--help`` among the options (before the first file name)."""
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok in ("-h", "--help"):
+            return True
+        if not tok.startswith("-"):
+            return False
+        i += 1 if tok in flags_without_value else 2
+    return False
+
+
 def _train(argv):
+    if _wants_help(argv, _FLAGS_WITHOUT_VALUE):
+        print(train_usage(), end="")
+        return 0
     opt_tokens, files = _split_train_argv(argv)
     if not files or len(files) > 2:
         raise _Exit(1, train_usage())
@@ -85,7 +101,7 @@ def _train(argv):
         else:
             print("Cross Validation Accuracy = %g%%" % acc)
         return 0
-    model = train_model(y, rows, params, info)
+    model = train_model(y, rows, params, info, checked=True)
     try:
         save_model_file(model_file, model)
     except OSError as err:
@@ -101,6 +117,9 @@ def _split_predict_argv(argv):
 
 
 def _predict(argv):
+    if _wants_help(argv, {"-q"}):
+        print(predict_usage(), end="")
+        return 0
     opt_tokens, files = _split_predict_argv(argv)
     if len(files) != 3:
         raise _Exit(1, predict_usage())
@@ -113,6 +132,8 @@ def _predict(argv):
         raise _Exit(1, f"can't open input file {test_file}\n")
     try:
         model = load_model_file(model_file)
+    except FileNotFoundError as err:      # the message names the file already
+        raise _Exit(1, f"{err}\n") from None
     except (OSError, ModelFileError) as err:
         raise _Exit(1, f"can't open model file {model_file}: {err}\n") from None
     if opts.probability and not model.is_probability_model():

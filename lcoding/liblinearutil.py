@@ -96,7 +96,7 @@ def train(arg1, arg2=None, arg3=None):
             return mse
         print("Cross Validation Accuracy = %g%%" % acc)
         return acc
-    core = train_model(prob.y, prob.rows, param, info)
+    core = train_model(prob.y, prob.rows, param, info, checked=True)
     return toPyModel(core)
 
 

@@ -20,6 +20,7 @@ byte-compatible with LIBLINEAR.
 """
 from __future__ import annotations
 
+import inspect
 import sys
 from dataclasses import dataclass
 from typing import Callable
@@ -28,7 +29,10 @@ import numpy as np
 
 from lcoding.core.messages import Messages
 from lcoding.core.model import LinearModel, Model
-from lcoding.core.options import JOINT_SOLVERS, SolverType, TrainParams, check_parameter
+from lcoding.core.options import (JOINT_SOLVERS, TRAIN_OPTIONS, SolverType, TrainParams,
+                                  check_parameter)
+from lcoding.core.params import (KernelParams, KQParams, LinearParams, LLCJointParams,
+                                 LLSVMParams, OCCParams)
 from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_CV, rng_state
 from lcoding.io import model_files
@@ -42,7 +46,8 @@ class Method:
     """One training method: what picks it, what it reads, how it trains, what it writes."""
     name: str
     title: str
-    # the option letters the method reads beyond LIBLINEAR's common ones (-s -c -e -B -wi -S -m -q)
+    params: type               # the method's typed parameters (lcoding.core.params)
+    # the option letters the method reads beyond the common ones (-s -c -e -B -wi -v -C -q -S -m)
     options: tuple
     applies: Callable[[TrainParams], bool]
     check: Callable[[TrainParams], None]
@@ -53,28 +58,34 @@ class Method:
 
 METHODS = (
     Method("invariant", "kernel PCA map and invariant SVMs (Chapelle & Schoelkopf 2001)",
+           KernelParams,
            ("-t", "-d", "-g", "-r", "-H", "-J", "-N", "-Y", "-X"),
            invariant.uses_kernel_options, invariant.check_kernel_params,
            invariant.train_kernel_model, invariant.KernelExpansionModel, invariant.FILE_TAGS),
     Method("kq", "discriminative k q-metrics / k q-flats (Szlam & Sapiro 2009)",
+           KQParams,
            ("-k", "-Q", "-U", "-V", "-D", "-i", "-o", "-G", "-F", "-l", "-Z", "-W", "-y", "-x",
             "-z", "-E", "-K", "-O"),
            lambda p: int(p.solver_type) in (SolverType.KQ_METRICS, SolverType.KQ_FLATS),
            lambda p: kq.check_kq_params(p, None),
            kq.train_kq_model, kq.KQModel, kq.FILE_TAGS),
     Method("occ", "anchor planes G-OCC / C-OCC with LIB- or PEG-LLSVM (Zhang et al. 2011)",
+           OCCParams,
            ("-L", "-A", "-u", "-K", "-O", "-E", "-T", "-P"),
            lambda p: p.coding in occ.OCC_CODINGS, occ.check_occ_params,
            occ.train_occ_model, occ.OCCModel, occ.FILE_TAGS),
     Method("llc_jo", "LLC-SAPL / LLC-JO: joint SGD of local weights and anchors",
+           LLCJointParams,
            ("-L", "-A", "-k", "-u", "-a", "-I", "-M", "-K", "-O", "-E", "-T", "-P", "-f", "-j"),
            lambda p: int(p.solver_type) in JOINT_SOLVERS, llc_jo.check_joint_params,
            llc_jo.train_joint, LocalModel, ()),
     Method("llsvm", "LL-SVM: locally linear SVM on a local coding (Ladicky & Torr 2011)",
+           LLSVMParams,
            ("-L", "-A", "-k", "-u", "-a", "-I", "-M", "-K", "-O", "-E", "-T", "-P"),
            lambda p: p.coding != 0, llsvm.check_local_params,
            llsvm.train_local_model, LocalModel, LOCAL_FILE_TAGS),
     Method("linear", "LIBLINEAR's linear solvers",
+           LinearParams,
            ("-p", "-n", "-R", "-E", "-T", "-P"),
            lambda p: True, linear.check_linear_params,
            linear.train_linear_model, LinearModel, ()),
@@ -94,21 +105,63 @@ def select_method(params: TrainParams) -> Method:
 
 
 def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
-                seed_path: tuple = ()) -> Model:
-    """Train the model the options ask for on validated rows (without the bias column)."""
-    check_parameter(params)
+                seed_path: tuple = (), sample_weight: np.ndarray | None = None, *,
+                checked: bool = False) -> Model:
+    """Train the model the options ask for on validated rows (without the bias column).
+
+    ``sample_weight`` (optional, finite, >= 0): per-row factors of C (row i's cost is
+    ``sample_weight[i]`` times its class's C), for the methods and solvers whose
+    train function takes it; rows of weight 0 are left out.  Others raise ValueError."""
+    if not checked:         # the interfaces check once, before -v / -C / train
+        check_parameter(params)
     if rows.n_rows == 0:
         raise ValueError("empty training problem: no instances to train on")
     if y.shape[0] != rows.n_rows:
         raise ValueError(f"len(y) = {y.shape[0]} differs from the {rows.n_rows} instances in x")
     method = select_method(params)
-    return method.train(y, rows, params, info, seed_path=seed_path)
+    if not params.quiet and not seed_path:
+        ignored = ignored_options(method, params)
+        if ignored:
+            (info if info is not None else Messages(params.quiet))(
+                f"{method.name}: ignoring option{'s' if len(ignored) > 1 else ''} "
+                f"{' '.join(ignored)} (not used by this method)\n")
+    if sample_weight is None:
+        return method.train(y, rows, params, info, seed_path=seed_path)
+    sw = np.ascontiguousarray(sample_weight, dtype=np.float64).reshape(-1)
+    if sw.shape[0] != rows.n_rows:
+        raise ValueError(f"sample_weight has {sw.shape[0]} values for {rows.n_rows} instances")
+    if not (np.isfinite(sw).all() and (sw >= 0).all()):
+        raise ValueError("sample_weight: values must be finite and >= 0")
+    if "sample_weight" not in inspect.signature(method.train).parameters:
+        raise ValueError(f"sample_weight: the {method.name} method ({method.title}; "
+                         f"-s {params.solver_type}) cannot take per-sample weights")
+    keep = np.flatnonzero(sw > 0)
+    if keep.size == 0:
+        raise ValueError("sample_weight: every weight is 0; no instances to train on")
+    if keep.size < rows.n_rows:
+        y, rows, sw = y[keep], rows.take(keep), sw[keep]
+    return method.train(y, rows, params, info, seed_path=seed_path, sample_weight=sw)
+
+
+# lcoding's options that every method reads
+_COMMON = frozenset(opt.flag for opt in TRAIN_OPTIONS if opt.group == "common")
+# LIBLINEAR's own options are never reported: LIBLINEAR accepts and ignores them too,
+# and its scripts' output stays LIBLINEAR's
+_LIBLINEAR = frozenset(opt.flag for opt in TRAIN_OPTIONS if opt.origin == "LIBLINEAR")
+
+
+def ignored_options(method: Method, params: TrainParams) -> list:
+    """The lcoding options given that ``method`` does not read (accepted, as LIBLINEAR
+    accepts an option its solver does not use, but worth a word)."""
+    used = _COMMON | _LIBLINEAR | set(method.options)
+    return [flag for flag in dict.fromkeys(params.given) if flag not in used]
 
 
 def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: int,
                      info: Messages | None = None) -> np.ndarray:
     """LIBLINEAR's ``cross_validation``: a seeded random permutation cut into
     ``nr_fold`` contiguous folds; returns the prediction for every row."""
+    check_parameter(params)
     n = rows.n_rows
     if n == 0:
         raise ValueError("cross validation needs at least one training instance")
@@ -124,7 +177,7 @@ def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: in
         test = perm[fold_start[f]:fold_start[f + 1]]
         train = np.concatenate([perm[:fold_start[f]], perm[fold_start[f + 1]:]])
         sub = rows.take(train)
-        model = train_model(y[train], sub, params, info, seed_path=(f + 1,))
+        model = train_model(y[train], sub, params, info, seed_path=(f + 1,), checked=True)
         test_rows = rows.take(test).truncated(model.nr_feature)
         target[test] = model.labels_from_values(model.decision_values(test_rows))
     return target

@@ -163,6 +163,8 @@ class TrainParams:
     image_width: int = 0           # -N  image width in pixels (0: square images)
     invariance_gamma: float = 0.0  # -Y  gamma of C_gamma = (1-gamma) I + gamma sum dx dx^T
     n_landmarks: int = 3000        # -X  landmarks of the kernel PCA map
+    # the option letters given, in order (the router reports those the method ignores)
+    given: list = field(default_factory=list)
 
     @property
     def nr_weight(self) -> int:
@@ -175,6 +177,7 @@ class TrainParams:
         out = copy.copy(self)
         out.weight_label = list(self.weight_label)
         out.weight = list(self.weight)
+        out.given = list(self.given)
         for name, value in changes.items():
             if not hasattr(out, name):
                 raise AttributeError(f"TrainParams has no field {name!r}")
@@ -192,11 +195,71 @@ class PredictParams:
 
 
 @dataclass(frozen=True)
+class Domain:
+    """The values an option may take: ``choices``, or a range ``[lo, hi]`` whose ends
+    are open with ``lo_open`` / ``hi_open`` (``None``: unbounded).  Numbers are
+    always finite (NaN is refused by the parser)."""
+    choices: tuple = ()
+    lo: float | None = None
+    hi: float | None = None
+    lo_open: bool = False
+    hi_open: bool = False
+
+    def contains(self, value) -> bool:
+        if self.choices:
+            return value in self.choices
+        if not math.isfinite(value):
+            return False
+        if self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo):
+            return False
+        if self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi):
+            return False
+        return True
+
+    def __str__(self) -> str:
+        if self.choices:
+            return "one of " + ", ".join(str(c) for c in self.choices)
+        if self.lo is not None and self.hi is not None:
+            return (f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}"
+                    f"{')' if self.hi_open else ']'}")
+        if self.lo is not None:
+            return f"{'>' if self.lo_open else '>='} {self.lo:g}"
+        if self.hi is not None:
+            return f"{'<' if self.hi_open else '<='} {self.hi:g}"
+        return "finite"
+
+
+def _choices(*values) -> Domain:
+    return Domain(choices=tuple(values))
+
+
+def _at_least(lo, open_=False) -> Domain:
+    return Domain(lo=lo, lo_open=open_)
+
+
+_FINITE = Domain()
+
+# Option groups, in the order --help prints them: (group, heading)
+OPTION_GROUPS = (
+    ("common", "common to every method"),
+    ("linear", "for LIBLINEAR's solvers (-s 0-21)"),
+    ("local", "for the local codings: LL-SVM (-L 1, 2, 6), anchor planes (-L 4, 5), "
+              "LLC-JO / LLC-SAPL (-s 31, 33 with -L 3, 2)"),
+    ("sgd", "for the SGD solvers (-s 30-33)"),
+    ("kq", "for discriminative k q-metrics / k q-flats (-s 40, 41)"),
+    ("kernel", "for the kernel PCA map and invariant SVMs (-t, -H, -J)"),
+)
+
+
+@dataclass(frozen=True)
 class Option:
     """One row of the option table.
 
-    ``kind`` is ``int``, ``float`` or ``None`` (a flag without value).  ``apply``
-    stores the parsed value on the parameter object.
+    ``kind`` is ``int``, ``float`` or ``None`` (a flag without value).  ``group`` is
+    the method group of :data:`OPTION_GROUPS` the option belongs to; ``domain`` the
+    values it may take (``None``: LIBLINEAR's own option, checked as LIBLINEAR's
+    ``check_parameter`` does).  ``unset`` is a sentinel default meaning "not
+    given" that the domain check lets through (e.g. ``-t``'s -1).
     """
     flag: str
     attr: str
@@ -205,6 +268,9 @@ class Option:
     help: str
     origin: str = "LIBLINEAR"      # LIBLINEAR | LIBSVM | lcoding
     metavar: str = ""
+    group: str = "common"
+    domain: Domain | None = None
+    unset: object = None
 
 
 def _solver_help() -> str:
@@ -214,15 +280,15 @@ def _solver_help() -> str:
 TRAIN_OPTIONS = (
     Option("-s", "solver_type", int, "1", _solver_help(), metavar="type"),
     Option("-c", "C", float, "1", "set the parameter C", metavar="cost"),
-    Option("-p", "p", float, "0.1", "set the epsilon in loss function of SVR", metavar="epsilon"),
-    Option("-n", "nu", float, "0.5", "set the parameter nu of one-class SVM", metavar="nu"),
+    Option("-p", "p", float, "0.1", "set the epsilon in loss function of SVR", metavar="epsilon", group="linear"),
+    Option("-n", "nu", float, "0.5", "set the parameter nu of one-class SVM", metavar="nu", group="linear"),
     Option("-e", "eps", float, "per solver",
            "set tolerance of termination criterion (-s 0, 2: 0.01; -s 11: 0.0001; "
            "-s 1, 3, 4, 7: 0.1; -s 5, 6: 0.01; -s 12, 13: 0.1; -s 21: 0.01)", metavar="epsilon"),
     Option("-B", "bias", float, "-1",
            "if bias >= 0, instance x becomes [x; bias]; if < 0, no bias term added", metavar="bias"),
     Option("-R", "regularize_bias", None, "off",
-           "do not regularize the bias; must come with -B 1 (for -s 0, 2, 5, 6, 11)"),
+           "do not regularize the bias; must come with -B 1 (for -s 0, 2, 5, 6, 11)", group="linear"),
     Option("-wi", "weight", float, "1",
            "weight: multiply the parameter C of class i by weight", metavar="weight"),
     Option("-v", "nr_fold", int, "off", "n-fold cross validation mode", metavar="n"),
@@ -231,127 +297,127 @@ TRAIN_OPTIONS = (
     Option("-q", "quiet", None, "off", "quiet mode (no outputs)"),
     Option("-S", "seed", int, "1",
            "random seed for sample order, cross-validation folds and anchors; the same "
-           "seed gives the same model bit for bit", origin="lcoding", metavar="seed"),
+           "seed gives the same model bit for bit", origin="lcoding", metavar="seed", domain=_FINITE),
     Option("-L", "coding", int, "0",
            "local coding: 0 none (plain linear model), 1 kNN inverse distance (LL-SVM), "
            "2 kNN Gaussian soft assignment (LLC-SAPL), 3 k* optimal (LLC-JO), 4 G-OCC planes, "
            "5 C-OCC planes, 6 LLC reconstruction; codings 1, 2, 6 train with -s 1, 3 "
            "(one-vs-rest dual CD), 4 (Crammer-Singer dual CD) or 30, 32 (SGD)",
-           origin="lcoding", metavar="coding"),
+           origin="lcoding", metavar="coding", group="local", domain=_choices(0, 1, 2, 3, 4, 5, 6)),
     Option("-A", "n_anchors", int, "100", "number of anchor points (planes for -L 4, 5)",
-           origin="lcoding", metavar="n"),
+           origin="lcoding", metavar="n", group="local", domain=_at_least(1)),
     Option("-k", "n_neighbors", int, "8", "nearest anchors used by codings 1, 2, 6; "
            "clusters per class for -s 40, 41",
-           origin="lcoding", metavar="n"),
+           origin="lcoding", metavar="n", group="local", domain=_at_least(1)),
     Option("-u", "coding_param", float, "1",
            "coding parameter: -L 1 power p of gamma ~ 1/d^p (d = squared distance; 0.5 = "
            "inverse Euclidean distance), -L 2 beta, -L 3 mu, -L 6 ridge of the LLC solve in "
            "units of 1e-4 trace(C); -L 4, 5: 1 locally linear on gamma (x) x (LIB-/PEG-LLSVM), "
            "0 linear SVM on the codes, 2 (-L 5) linear SVM on all classes' codes, 3 (-s 1, 3) "
            "as 1 with a bias per plane too",
-           origin="lcoding", metavar="value"),
+           origin="lcoding", metavar="value", group="local", domain=_FINITE),
     Option("-a", "anchor_init", int, "0",
            "anchor initialisation: 0 k-means (k-means++ seeding), 1 random training samples, "
            "2 k-means per class, 3 random samples per class, 4 k-means seeded by random samples",
-           origin="lcoding", metavar="mode"),
+           origin="lcoding", metavar="mode", group="local", domain=_choices(0, 1, 2, 3, 4)),
     Option("-m", "n_threads", int, "1", "number of threads (one-vs-rest classes, coding)",
-           origin="lcoding", metavar="threads"),
+           origin="lcoding", metavar="threads", domain=_at_least(1)),
     Option("-E", "epochs", int, "10", "passes over the data for -s 30-33, 40", origin="lcoding",
-           metavar="epochs"),
+           metavar="epochs", group="sgd", domain=_at_least(0)),
     Option("-T", "t0", float, "0",
            "-s 30-33 learning rate 1/(lambda (t + t0)), lambda = 1/(C l); 0: automatic, "
            "t0 = 1/(lambda eta0) with the first step eta0 calibrated on a 1000-row "
            "subsample (Bottou's SvmSgd: doubled or halved from 1 while one epoch's "
-           "objective falls)", origin="lcoding", metavar="t0"),
+           "objective falls)", origin="lcoding", metavar="t0", group="sgd", domain=_at_least(0)),
     Option("-P", "skip", int, "16", "-s 30-33 apply the regularisation every skip steps",
-           origin="lcoding", metavar="skip"),
+           origin="lcoding", metavar="skip", group="sgd", domain=_at_least(1)),
     Option("-f", "anchor_lr", float, "100", "-s 31, 33 anchor learning rate f / (t + t0) "
-           "(0 freezes the anchors)", origin="lcoding", metavar="rate"),
+           "(0 freezes the anchors)", origin="lcoding", metavar="rate", group="sgd", domain=_at_least(0)),
     Option("-j", "anchor_grad", int, "0", "-s 31, 33 -L 3 anchor gradient: 0 exact (lambda "
-           "depends on eta), 1 seed (lambda fixed), 2 reference code (extra factor w_i)",
-           origin="lcoding", metavar="variant"),
+           "depends on eta), 1 fixed lambda (the LLC-JO paper's code), 2 reference code (extra factor w_i)",
+           origin="lcoding", metavar="variant", group="sgd", domain=_choices(0, 1, 2)),
     Option("-I", "kmeans_iter", int, "20",
            "k-means iterations for the anchors (mini-batch steps with -M)", origin="lcoding",
-           metavar="n"),
+           metavar="n", group="local", domain=_at_least(0)),
     Option("-M", "kmeans_batch", int, "0", "mini-batch k-means with this batch size (0: Lloyd)",
-           origin="lcoding", metavar="size"),
+           origin="lcoding", metavar="size", group="local", domain=_at_least(0)),
     Option("-K", "kernel_map", int, "0",
            "additive kernel map before the local model (locally additive SVM; -L 1, 2, 6 "
            "and -s 31, 33 -L 2, 3; before the SVD of the OCC planes -L 4, 5) or before the PCA "
            "of -s 40, 41: "
            "0 none, 1 intersection, 2 chi-squared, 3 Hellinger",
-           origin="lcoding", metavar="kernel"),
+           origin="lcoding", metavar="kernel", group="local", domain=_choices(0, 1, 2, 3)),
     Option("-O", "kernel_map_order", int, "1",
            "order n of the homogeneous kernel map (2n+1 features per input feature)",
-           origin="lcoding", metavar="n"),
+           origin="lcoding", metavar="n", group="local", domain=Domain(lo=0, hi=100)),
     Option("-t", "kernel_type", int, "none",
            "LIBSVM kernel, mapped by kernel PCA (or used by -H 2, 3): 0 linear u'v, "
            "1 polynomial (gamma u'v + coef0)^degree, 2 radial basis exp(-gamma |u-v|^2), "
            "3 sigmoid tanh(gamma u'v + coef0); not given: no kernel (LIBLINEAR)",
-           origin="LIBSVM", metavar="kernel_type"),
+           origin="LIBSVM", metavar="kernel_type", group="kernel", domain=_choices(0, 1, 2, 3), unset=-1),
     Option("-d", "degree", int, "3", "set degree in kernel function", origin="LIBSVM",
-           metavar="degree"),
+           metavar="degree", group="kernel", domain=_at_least(0)),
     Option("-g", "kernel_gamma", float, "1/num_features", "set gamma in kernel function",
-           origin="LIBSVM", metavar="gamma"),
+           origin="LIBSVM", metavar="gamma", group="kernel", domain=_at_least(0)),
     Option("-r", "coef0", float, "0", "set coef0 in kernel function", origin="LIBSVM",
-           metavar="coef0"),
+           metavar="coef0", group="kernel", domain=_FINITE),
     Option("-H", "invariance", int, "0",
            "kernel machine: 0 kernel PCA map + the -s solver, 1 IHKPCA (invariant hyperplane "
            "in kernel PCA coordinates; without -t: invariant linear SVM), 2 ISVM (kernel SVM "
            "with the tangent kernel, SMO; -Y 0: plain kernel SVM), 3 VSV (kernel SVM on the "
            "training set plus its translated copies), 4 IHKPCA with the map on the landmarks "
            "plus their transformed copies (spans the tangents)", origin="lcoding",
-           metavar="method"),
+           metavar="method", group="kernel", domain=_choices(0, 1, 2, 3, 4)),
     Option("-J", "tangents", int, "0",
            "tangent vectors from 1-pixel image translations (finite differences, vacated "
            "pixels = 0): 0 none, 1 horizontal (right), 2 vertical (up), 3 both",
-           origin="lcoding", metavar="kind"),
+           origin="lcoding", metavar="kind", group="kernel", domain=_choices(0, 1, 2, 3)),
     Option("-N", "image_width", int, "0",
            "image width for -J (pixels row by row); 0: square images", origin="lcoding",
-           metavar="width"),
+           metavar="width", group="kernel", domain=_at_least(0)),
     Option("-Y", "invariance_gamma", float, "0",
            "invariance weight gamma in [0, 1) for -H 1, 2, 4: 0 plain SVM, towards 1 invariant",
-           origin="lcoding", metavar="gamma"),
+           origin="lcoding", metavar="gamma", group="kernel", domain=Domain(lo=0, hi=1, hi_open=True)),
     Option("-X", "n_landmarks", int, "3000",
            "landmarks of the kernel PCA map (-H 0, 1, 4): random training points; all of them "
-           "when there are fewer", origin="lcoding", metavar="n"),
+           "when there are fewer", origin="lcoding", metavar="n", group="kernel", domain=_at_least(1)),
     Option("-Q", "kq_dim", int, "20", "-s 40, 41: dimension q of every metric / subspace",
-           origin="lcoding", metavar="q"),
+           origin="lcoding", metavar="q", group="kq", domain=_at_least(1)),
     Option("-U", "kq_mu1", float, "1.05", "-s 40: own-class margin mu1 (> mu2)",
-           origin="lcoding", metavar="mu1"),
+           origin="lcoding", metavar="mu1", group="kq", domain=_FINITE),
     Option("-V", "kq_mu2", float, "0.95", "-s 40: other-class margin mu2",
-           origin="lcoding", metavar="mu2"),
-    Option("-D", "kq_dt", float, "0.1", "-s 40: time step dt", origin="lcoding", metavar="dt"),
+           origin="lcoding", metavar="mu2", group="kq", domain=_FINITE),
+    Option("-D", "kq_dt", float, "0.1", "-s 40: time step dt", origin="lcoding", metavar="dt", group="kq", domain=_at_least(0, open_=True)),
     Option("-i", "kq_alpha1", float, "2", "-s 40: weight alpha1 of the own-class term (-G 1, 2)",
-           origin="lcoding", metavar="alpha1"),
+           origin="lcoding", metavar="alpha1", group="kq", domain=_at_least(0)),
     Option("-o", "kq_alpha2", float, "1", "-s 40: weight alpha2 of the other-class term (-G 1, 2)",
-           origin="lcoding", metavar="alpha2"),
+           origin="lcoding", metavar="alpha2", group="kq", domain=_at_least(0)),
     Option("-G", "kq_update", int, "0",
            "-s 40 step F += s (mu - z) F x x': 0 as printed in the paper (s = dt), 1 exact "
            "gradient (s = 4 alpha dt), 2 alpha-weighted (s = alpha dt)", origin="lcoding",
-           metavar="rule"),
+           metavar="rule", group="kq", domain=_choices(0, 1, 2)),
     Option("-F", "kq_pass", int, "2",
            "-s 40 pass: 0 stochastic (all norms per point), 1 semi-stochastic (pass-start "
            "violators, current norms), 2 semi-stochastic (pass-start violators and "
-           "assignments)", origin="lcoding", metavar="type"),
+           "assignments)", origin="lcoding", metavar="type", group="kq", domain=_choices(0, 1, 2)),
     Option("-l", "kq_pca", int, "0", "-s 40, 41: PCA to p dimensions before the metrics (0: none)",
-           origin="lcoding", metavar="p"),
+           origin="lcoding", metavar="p", group="kq", domain=_at_least(0)),
     Option("-Z", "kq_sphere", int, "1", "-s 40, 41: project points onto the unit sphere (0/1)",
-           origin="lcoding", metavar="0/1"),
+           origin="lcoding", metavar="0/1", group="kq", domain=_choices(0, 1)),
     Option("-W", "kq_restarts", int, "1",
            "-s 40, 41: independent restarts in one model, predicting by majority vote",
-           origin="lcoding", metavar="r"),
+           origin="lcoding", metavar="r", group="kq", domain=_at_least(1)),
     Option("-y", "kq_affine", int, "0",
            "-s 41: 1 affine flats (centre + q directions, nearest flat; the paper's k q-flats), "
-           "0 subspaces through the origin", origin="lcoding", metavar="0/1"),
+           "0 subspaces through the origin", origin="lcoding", metavar="0/1", group="kq", domain=_choices(0, 1)),
     Option("-x", "kq_select", int, "0",
            "-s 40, 41: 1 first choose (k, q, mu1, mu2) (-s 41: k, q, -y) on the last 20 % of "
            "the training rows over the paper's grid, then train on all rows", origin="lcoding",
-           metavar="0/1"),
+           metavar="0/1", group="kq", domain=_choices(0, 1)),
     Option("-z", "kq_offset", float, "0",
            "-s 40, 41: append the constant coordinate b to every point after the PCA and the "
            "unit sphere, then project back onto the sphere (0: none)", origin="lcoding",
-           metavar="b"),
+           metavar="b", group="kq", domain=_at_least(0)),
 )
 
 PREDICT_OPTIONS = (
@@ -421,11 +487,13 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
                     f"option {tok}: class label {label_text!r} after -w is not an integer") from None
             p.weight_label.append(label)
             p.weight.append(_convert(tok, float, _value(argv, i, tok)))
+            p.given.append("-wi")
             i += 2
             continue
         opt = _TRAIN_BY_FLAG.get(tok)
         if opt is None:
             raise OptionError(f"Wrong options: unknown option {tok!r}")
+        p.given.append(tok)
         if opt.kind is None:
             if tok == "-R":
                 p.regularize_bias = 0
@@ -465,6 +533,7 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
                 "Warm-start parameter search only available for -s 0, -s 2 and -s 11 (option -C)")
     if math.isinf(p.eps):
         p.eps = default_eps(p.solver_type)
+    check_domains(p)
     return p
 
 
@@ -489,8 +558,24 @@ def parse_predict_options(options) -> PredictParams:
     return p
 
 
+def check_domains(params) -> None:
+    """Every option value against its domain, whatever the method (an option the
+    chosen method does not read must still be a possible value of that option)."""
+    for opt in TRAIN_OPTIONS:
+        if opt.domain is None:
+            continue
+        value = getattr(params, opt.attr)
+        if opt.unset is not None and value == opt.unset:
+            continue
+        if not opt.domain.contains(value):
+            shown = f"{value:g}" if isinstance(value, float) else str(value)
+            raise OptionError(f"option {opt.flag} {shown}: must be {opt.domain}")
+
+
 def check_parameter(params: TrainParams, bias: float | None = None) -> None:
-    """LIBLINEAR's ``check_parameter`` as exceptions (message names the option)."""
+    """LIBLINEAR's ``check_parameter`` as exceptions (message names the option),
+    and every lcoding option against its domain."""
+    check_domains(params)
     bias = params.bias if bias is None else bias
     if not params.eps > 0:
         raise ValueError("Error: eps <= 0 (option -e)")
@@ -523,32 +608,45 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
                          "coding (-L) or a kernel map (-K)")
 
 
-def _usage(prog_line: str, options, extra: str = "") -> str:
-    lines = [prog_line, "options:"]
-    for opt in options:
-        head = f"{opt.flag} {opt.metavar}".rstrip()
-        lines.append(f"{head} : {opt.help} (default {opt.default})"
-                     + ("" if opt.origin == "LIBLINEAR" else f" [{opt.origin}]"))
-        if opt.flag == "-s":
-            lines.append("  for multi-class classification")
-            for k in (0, 1, 2, 3, 4, 5, 6, 7):
-                lines.append(f"\t{k:2d} -- {SOLVER_DESCRIPTIONS[k]}")
-            lines.append("  for regression")
-            for k in (11, 12, 13):
-                lines.append(f"\t{k:2d} -- {SOLVER_DESCRIPTIONS[k]}")
-            lines.append("  for outlier detection")
-            lines.append(f"\t21 -- {SOLVER_DESCRIPTIONS[21]}")
-            lines.append("  for classification by SGD (linear, or locally linear with -L)")
-            for k in (30, 31, 32, 33):
-                lines.append(f"\t{k} -- {SOLVER_DESCRIPTIONS[k]}")
-            lines.append("  for multi-class classification by class-wise metrics")
-            for k in (40, 41):
-                lines.append(f"\t{k} -- {SOLVER_DESCRIPTIONS[k]}")
-    return "\n".join(lines) + ("\n" + extra if extra else "") + "\n"
+def _option_line(opt: Option) -> str:
+    head = f"{opt.flag} {opt.metavar}".rstrip()
+    return (f"{head} : {opt.help} (default {opt.default})"
+            + ("" if opt.origin == "LIBLINEAR" else f" [{opt.origin}]"))
+
+
+def _solver_lines() -> list:
+    lines = ["  for multi-class classification"]
+    lines += [f"\t{k:2d} -- {SOLVER_DESCRIPTIONS[k]}" for k in (0, 1, 2, 3, 4, 5, 6, 7)]
+    lines.append("  for regression")
+    lines += [f"\t{k:2d} -- {SOLVER_DESCRIPTIONS[k]}" for k in (11, 12, 13)]
+    lines.append("  for outlier detection")
+    lines.append(f"\t21 -- {SOLVER_DESCRIPTIONS[21]}")
+    lines.append("  for classification by SGD (linear, or locally linear with -L)")
+    lines += [f"\t{k} -- {SOLVER_DESCRIPTIONS[k]}" for k in (30, 31, 32, 33)]
+    lines.append("  for multi-class classification by class-wise metrics")
+    lines += [f"\t{k} -- {SOLVER_DESCRIPTIONS[k]}" for k in (40, 41)]
+    return lines
+
+
+def _usage(prog_line: str, options, grouped: bool = False) -> str:
+    """The usage text; ``grouped``: one section per option group (the method the
+    options belong to), in :data:`OPTION_GROUPS` order."""
+    lines = [prog_line]
+    sections = OPTION_GROUPS if grouped else (("", ""),)
+    for group, heading in sections:
+        lines.append(f"options {heading}:" if heading else "options:")
+        for opt in options:
+            if grouped and opt.group != group:
+                continue
+            lines.append(_option_line(opt))
+            if opt.flag == "-s":
+                lines += _solver_lines()
+    return "\n".join(lines) + "\n"
 
 
 def train_usage() -> str:
-    return _usage("Usage: lcoding-train [options] training_set_file [model_file]", TRAIN_OPTIONS)
+    return _usage("Usage: lcoding-train [options] training_set_file [model_file]", TRAIN_OPTIONS,
+                  grouped=True)
 
 
 def predict_usage() -> str:
@@ -558,16 +656,27 @@ def predict_usage() -> str:
 def options_markdown() -> str:
     """``docs/options.md``, generated from the tables above."""
     out = ["# Options", "",
-           "Generated from `lcoding/core/options.py` by `python -m lcoding.core.options > docs/options.md`;",
-           "do not edit by hand.", "",
-           "## Training (`train`, `lcoding-train`, `parameter`)", "",
-           "| option | meaning | default | origin |", "| --- | --- | --- | --- |"]
-    for opt in TRAIN_OPTIONS:
-        flag = f"`{opt.flag} {opt.metavar}`".replace(" `", "`") if opt.metavar else f"`{opt.flag}`"
-        out.append(f"| {flag} | {opt.help} | {opt.default} | {opt.origin} |")
+           "Generated from `lcoding/core/options.py` by "
+           "`python -m lcoding.core.options > docs/options.md`; do not edit by hand.", "",
+           "Every value given is checked against its domain, whatever the method; an",
+           "option the chosen method does not read is accepted (LIBLINEAR's rule), and the",
+           "training output (without `-q`) names the lcoding options it ignored.",
+           "LIBLINEAR's own options are checked as LIBLINEAR checks them.", "",
+           "## Training (`train`, `lcoding-train`, `parameter`)"]
+    for group, heading in OPTION_GROUPS:
+        out += ["", f"### Options {heading}", "",
+                "| option | meaning | default | domain | origin |",
+                "| --- | --- | --- | --- | --- |"]
+        for opt in TRAIN_OPTIONS:
+            if opt.group != group:
+                continue
+            flag = f"`{opt.flag} {opt.metavar}`" if opt.metavar else f"`{opt.flag}`"
+            domain = "LIBLINEAR's checks" if opt.domain is None else str(opt.domain)
+            out.append(f"| {flag} | {opt.help} | {opt.default} | {domain} | {opt.origin} |")
     out += ["", "### Solvers (`-s`)", "", "| -s | solver | default -e |", "| --- | --- | --- |"]
     for st in SolverType:
-        out.append(f"| {int(st)} | {st.name}: {SOLVER_DESCRIPTIONS[int(st)]} | {default_eps(int(st)):g} |")
+        out.append(f"| {int(st)} | {st.name}: {SOLVER_DESCRIPTIONS[int(st)]} | "
+                   f"{default_eps(int(st)):g} |")
     out += ["", "## Prediction (`predict`, `lcoding-predict`)", "",
             "| option | meaning | default |", "| --- | --- | --- |"]
     for opt in PREDICT_OPTIONS:

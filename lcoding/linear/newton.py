@@ -22,7 +22,7 @@ the dual's w with the primal tolerance times 0.1, as LIBLINEAR does.
 
 Every solver here takes ``(prob, params, info, *, tol_scale=1.0, init_w=None)``;
 ``init_w`` warm-starts the primal solvers (LIBLINEAR's ``init_sol``, used by the
-``-C`` search of :mod:`lcoding.param_search`).  The primal solvers train plain
+``-C`` search of :mod:`lcoding.linear.param_search`).  The primal solvers train plain
 linear models only; -s 7 also runs on a local coding (without the -s 0 fallback).
 Printed progress text is LIBLINEAR's, character for character.
 """

@@ -53,12 +53,10 @@ class TailAverage:
 
 
 def check_sgd_params(params: TrainParams) -> None:
+    """The SGD solvers need at least one pass (``-T`` and ``-P`` are checked by their
+    option domains)."""
     if params.epochs < 1:
         raise ValueError(f"-E {params.epochs}: the number of epochs must be >= 1")
-    if not (params.t0 >= 0 and np.isfinite(params.t0)):
-        raise ValueError(f"-T {params.t0}: t0 must be > 0, or 0 for the automatic choice")
-    if params.skip < 1:
-        raise ValueError(f"-P {params.skip}: skip must be >= 1")
 
 
 def calibrate_t0(rows, anchor_idx, coding_weight, y, cost, lam: float, skip: float,

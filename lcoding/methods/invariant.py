@@ -50,6 +50,7 @@ from lcoding.core.model import LinearModel, Model
 from lcoding.core.options import JOINT_SOLVERS, SolverType, TrainParams, parse_train_options
 from lcoding.core.messages import Messages
 from lcoding.core.classes import class_costs, group_classes
+from lcoding.core.params import Invariance, KernelParams
 from lcoding.core.seeds import PURPOSE_LANDMARKS, rng_state
 from lcoding.core.options import check_parameter
 from lcoding.methods.linear import train_linear_model
@@ -423,52 +424,32 @@ def uses_kernel_options(params: TrainParams) -> bool:
 
 
 def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> None:
-    """Consistency of ``-t -d -g -r -H -J -N -Y -X`` (messages name the option)."""
-    if params.kernel_type == 4:
-        raise ValueError("-t 4 (precomputed kernel) is not supported; give the "
-                                  "features and a kernel 0-3")
-    if params.kernel_type not in (-1, 0, 1, 2, 3):
-        raise ValueError(f"-t {params.kernel_type}: unknown kernel type (0 linear, 1 polynomial, "
-                         f"2 radial basis function, 3 sigmoid)")
-    if params.degree < 0:
-        raise ValueError(f"-d {params.degree}: degree of polynomial kernel < 0")
-    if not (params.kernel_gamma >= 0 and math.isfinite(params.kernel_gamma)):
-        raise ValueError(f"-g {params.kernel_gamma}: gamma must be finite and >= 0")
-    if not math.isfinite(params.coef0):
-        raise ValueError(f"-r {params.coef0}: coef0 must be finite")
-    if params.invariance not in METHOD_NAMES:
-        raise ValueError(f"-H {params.invariance}: method must be 0 (kernel PCA map), 1 (IHKPCA), "
-                         f"2 (ISVM), 3 (VSV) or 4 (IHKPCA on landmarks + virtual examples)")
-    if params.tangents not in (0, 1, 2, 3):
-        raise ValueError(f"-J {params.tangents}: tangents must be 0 (none), 1 (horizontal), "
-                         f"2 (vertical) or 3 (both)")
-    if params.tangents and user_tangents:
-        raise ValueError(f"-J {params.tangents} and a tangents array both given; give one")
-    if not 0.0 <= params.invariance_gamma < 1.0:
-        raise ValueError(f"-Y {params.invariance_gamma}: gamma must be in [0, 1)")
-    if params.n_landmarks < 1:
-        raise ValueError(f"-X {params.n_landmarks}: the number of landmarks must be >= 1")
-    if params.image_width < 0:
-        raise ValueError(f"-N {params.image_width}: the image width must be >= 0")
-    has_tangents = bool(params.tangents) or user_tangents
-    method = params.invariance
-    if method == 0 and has_tangents:
+    """Consistency of ``-t -d -g -r -H -J -N -Y -X`` beyond their domains (messages
+    name the option)."""
+    kp = KernelParams.from_train_params(params)
+    if kp.tangents and user_tangents:
+        raise ValueError(f"-J {kp.tangents} and a tangents array both given; give one")
+    has_tangents = bool(kp.tangents) or user_tangents
+    method = kp.invariance
+    no_kernel = kp.kernel_type is None
+    if method == Invariance.KPCA_MAP and has_tangents:
         raise ValueError("tangents (-J or an array) are only used by -H 1, 2, 3, 4")
-    if method == 0 and params.kernel_type < 0:
+    if method == Invariance.KPCA_MAP and no_kernel:
         raise ValueError("-H 0 (kernel PCA map) needs a kernel (-t)")
-    if method in (1, 2) and params.invariance_gamma > 0 and not has_tangents:
-        raise ValueError(f"-H {method} -Y {params.invariance_gamma:g} needs tangent vectors "
+    if method in (Invariance.IHKPCA, Invariance.ISVM) and kp.invariance_gamma > 0 \
+            and not has_tangents:
+        raise ValueError(f"-H {int(method)} -Y {kp.invariance_gamma:g} needs tangent vectors "
                          f"(-J, or a tangents array through lcoding.methods.invariant.train_invariant)")
-    if method == 3 and not has_tangents:
+    if method == Invariance.VSV and not has_tangents:
         raise ValueError("-H 3 (VSV) needs transformations to add (-J, or a tangents array)")
-    if method == 4 and not has_tangents:
+    if method == Invariance.IHKPCA_VIRTUAL and not has_tangents:
         raise ValueError("-H 4 (IHKPCA on landmarks + virtual examples) needs transformations "
                          "(-J, or a tangents array)")
-    if method == 4 and params.kernel_type < 0:
+    if method == Invariance.IHKPCA_VIRTUAL and no_kernel:
         raise ValueError("-H 4 needs a kernel (-t; -t 0 for the linear kernel)")
-    if method in (2, 3) and int(params.solver_type) not in SVC_SOLVERS:
-        raise ValueError(f"-s {params.solver_type}: -H {method} solves the kernel C-SVC by SMO, "
-                         f"with -s 3 (hinge loss, LIBSVM's C-SVC) or -s 1 (squared hinge)")
+    if method in (Invariance.ISVM, Invariance.VSV) and int(params.solver_type) not in SVC_SOLVERS:
+        raise ValueError(f"-s {params.solver_type}: -H {int(method)} solves the kernel C-SVC by "
+                         f"SMO, with -s 3 (hinge loss, LIBSVM's C-SVC) or -s 1 (squared hinge)")
     if params.coding != 0:
         raise ValueError(f"-L {params.coding}: a local coding cannot follow a kernel map (-t/-H)")
     if int(params.solver_type) in JOINT_SOLVERS | {SolverType.KQ_METRICS, SolverType.KQ_FLATS}:

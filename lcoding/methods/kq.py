@@ -46,6 +46,7 @@ from lcoding.core.model import Model
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.messages import Messages
 from lcoding.core.classes import group_classes
+from lcoding.core.params import KQParams
 from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
 
 FORMAT_VERSION = "1"
@@ -494,65 +495,37 @@ FILE_TAGS = tuple(CODING_NAMES.values())
 
 # ------------------------------------------------------------------ training
 def check_kq_params(params: TrainParams, n_features: int | None) -> None:
-    """Consistency of the -s 40, 41 options for rows of ``n_features`` features
-    (before ``-K``; None: the checks that need no data); messages name the option."""
-    km = kernel_map_of(params)      # checks -K and -O
+    """Consistency of the -s 40, 41 options beyond their domains, for rows of
+    ``n_features`` features (before ``-K``; None: the checks that need no data)."""
+    kp = KQParams.from_train_params(params)
+    km = kernel_map_of(params)
     if km is not None and n_features is not None:
         n_features = km.output_features(n_features)
-    if params.n_neighbors < 1:
-        raise ValueError(f"-k {params.n_neighbors}: clusters per class must be >= 1")
-    if params.kq_dim < 1:
-        raise ValueError(f"-Q {params.kq_dim}: the metric dimension q must be >= 1")
-    if params.kq_pca < 0:
-        raise ValueError(f"-l {params.kq_pca}: the PCA dimension must be >= 0 (0: no PCA)")
-    if n_features is not None and params.kq_pca > n_features:
-        raise ValueError(f"-l {params.kq_pca}: more PCA dimensions than the {n_features} features")
-    if not (math.isfinite(params.kq_offset) and params.kq_offset >= 0):
-        raise ValueError(f"-z {params.kq_offset:g}: the constant coordinate must be >= 0 and "
-                         f"finite")
-    dim = (params.kq_pca or n_features or 0) + (1 if params.kq_offset else 0)
-    if (params.kq_pca or n_features) and params.kq_dim > dim and not params.kq_select:     # -x 1 skips such q itself
-        raise ValueError(f"-Q {params.kq_dim}: q exceeds the input dimension {dim}")
-    if params.kq_sphere not in (0, 1):
-        raise ValueError(f"-Z {params.kq_sphere}: must be 0 or 1")
-    if params.kq_restarts < 1:
-        raise ValueError(f"-W {params.kq_restarts}: the number of restarts must be >= 1")
+    if n_features is not None and kp.pca_dim > n_features:
+        raise ValueError(f"-l {kp.pca_dim}: more PCA dimensions than the {n_features} features")
+    dim = (kp.pca_dim or n_features or 0) + (1 if kp.offset else 0)
+    # -x 1 skips such q itself
+    if (kp.pca_dim or n_features) and kp.q > dim and not kp.select:
+        raise ValueError(f"-Q {kp.q}: q exceeds the input dimension {dim}")
     if params.bias >= 0:
         raise ValueError(f"-B {params.bias:g}: k q-metrics (-s 40, 41) take no bias term")
     if params.weight_label:
         raise ValueError("-wi: class weights are not supported by -s 40, 41")
-    if params.kq_affine not in (0, 1):
-        raise ValueError(f"-y {params.kq_affine}: must be 0 or 1")
-    if params.kq_affine and int(params.solver_type) != KQ_FLATS:
+    if kp.affine and int(params.solver_type) != KQ_FLATS:
         raise ValueError("-y 1: affine flats are the -s 41 baseline; the metrics of -s 40 "
                          "pass through the origin")
-    if params.kq_select not in (0, 1):
-        raise ValueError(f"-x {params.kq_select}: must be 0 or 1")
-    if int(params.solver_type) == KQ_METRICS:
-        if not (math.isfinite(params.kq_mu1) and math.isfinite(params.kq_mu2)
-                and params.kq_mu1 > params.kq_mu2):
-            raise ValueError(f"-U {params.kq_mu1:g} / -V {params.kq_mu2:g}: the margins must be "
-                             f"finite with mu1 > mu2")
-        if not (params.kq_dt > 0 and math.isfinite(params.kq_dt)):
-            raise ValueError(f"-D {params.kq_dt:g}: the time step must be > 0 and finite")
-        for flag, value in (("-i", params.kq_alpha1), ("-o", params.kq_alpha2)):
-            if not (value >= 0 and math.isfinite(value)):
-                raise ValueError(f"{flag} {value:g}: alpha must be >= 0 and finite")
-        if params.kq_update not in UPDATE_NAMES:
-            raise ValueError(f"-G {params.kq_update}: update rule must be 0, 1 or 2")
-        if params.kq_pass not in PASS_NAMES:
-            raise ValueError(f"-F {params.kq_pass}: pass type must be 0, 1 or 2")
-        if params.epochs < 0:
-            raise ValueError(f"-E {params.epochs}: the number of passes must be >= 0")
+    if int(params.solver_type) == KQ_METRICS and not kp.mu1 > kp.mu2:
+        raise ValueError(f"-U {kp.mu1:g} / -V {kp.mu2:g}: the margins must have mu1 > mu2")
 
 
 def step_factors(params: TrainParams):
     """(s1, s2) of the update ``F += s (mu - z) F x xᵀ`` for ``-G``."""
-    dt = float(params.kq_dt)
-    if params.kq_update == UPDATE_PRINTED:
+    kp = KQParams.from_train_params(params)
+    dt = float(kp.dt)
+    if kp.update_rule == UPDATE_PRINTED:
         return dt, dt
-    factor = 4.0 if params.kq_update == UPDATE_EXACT else 1.0
-    return factor * params.kq_alpha1 * dt, factor * params.kq_alpha2 * dt
+    factor = 4.0 if kp.update_rule == UPDATE_EXACT else 1.0
+    return factor * kp.alpha1 * dt, factor * kp.alpha2 * dt
 
 
 def violators(Z: np.ndarray, class_index: np.ndarray, nr_class: int, k: int,
@@ -592,16 +565,17 @@ def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
 
     ``on_pass(restart, pass_number, W, seconds)`` runs after every pass (the
     benchmark measures test error per pass through it)."""
-    k, q = params.n_neighbors, params.kq_dim
-    mu1, mu2 = float(params.kq_mu1), float(params.kq_mu2)
+    kp = KQParams.from_train_params(params)
+    k, q = kp.clusters_per_class, kp.q
+    mu1, mu2 = float(kp.mu1), float(kp.mu2)
     s1, s2 = step_factors(params)
     n = X.shape[0]
     Z = np.empty((n, nr_class * k))
     no_norms = np.empty((0, nr_class * k))
-    for p in range(params.epochs):
+    for p in range(kp.epochs):
         t = time.perf_counter()
         order = rng.permutation(n).astype(np.int64)
-        if params.kq_pass == PASS_STOCHASTIC:
+        if kp.pass_type == PASS_STOCHASTIC:
             n_viol = n
             own, other = _kq.kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
                                      no_norms, False)
@@ -609,7 +583,7 @@ def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
             _kq.metric_norms(X, W, q, Z)
             order = order[violators(Z, class_index, nr_class, k, mu1, mu2)[order]]
             n_viol = order.size
-            stale = params.kq_pass == PASS_SEMI_STALE
+            stale = kp.pass_type == PASS_SEMI_STALE
             own, other = _kq.kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
                                      Z if stale else no_norms, stale)
         seconds = time.perf_counter() - t
@@ -619,8 +593,8 @@ def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
         if not np.isfinite(W).all():
             raise FloatingPointError(
                 f"k q-metrics diverged in pass {p + 1} (non-finite metric entries); lower the "
-                f"time step -D {params.kq_dt:g}"
-                + ("" if params.kq_update == 0 else f" or use -G 0 instead of -G {params.kq_update}"))
+                f"time step -D {kp.dt:g}"
+                + ("" if kp.update_rule == 0 else f" or use -G 0 instead of -G {kp.update_rule}"))
         if on_pass is not None:
             on_pass(restart, p + 1, W, seconds)
     return W
@@ -649,21 +623,22 @@ def train_kq_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Message
 
 
 def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
+    kp = KQParams.from_train_params(params)
     solver_type = int(params.solver_type)
     labels, class_index = group_classes(y)
     nr_class = labels.size
-    k, q = params.n_neighbors, params.kq_dim
+    k, q = kp.clusters_per_class, kp.q
     t = time.perf_counter()
-    pre = KQPreprocess.fit(rows, params.kq_pca, bool(params.kq_sphere), params.kq_offset,
+    pre = KQPreprocess.fit(rows, kp.pca_dim, bool(kp.sphere), kp.offset,
                            kernel_map_of(params))
     X = pre.transform(rows)
     info(f"preprocessing: pca {pre.pca_dim}, constant coordinate {pre.offset:g}, "
          f"unit sphere {int(pre.sphere)} "
          f"({time.perf_counter() - t:.2f} s)\n")
-    metrics = np.empty((params.kq_restarts, nr_class * k * q, X.shape[1]))
-    affine = bool(params.kq_affine) and solver_type == KQ_FLATS
-    centres = np.empty((params.kq_restarts, nr_class * k, X.shape[1])) if affine else None
-    for r in range(params.kq_restarts):
+    metrics = np.empty((kp.restarts, nr_class * k * q, X.shape[1]))
+    affine = bool(kp.affine) and solver_type == KQ_FLATS
+    centres = np.empty((kp.restarts, nr_class * k, X.shape[1])) if affine else None
+    for r in range(kp.restarts):
         t = time.perf_counter()
         rng = _rng(params.seed, PURPOSE_KQ_INIT, *seed_path, r)
         if affine:

@@ -41,9 +41,17 @@ def check_linear_params(params: TrainParams) -> None:
 
 
 def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
-                       info: Messages | None = None, seed_path: tuple = ()) -> LinearModel:
-    """Train a LIBLINEAR model on validated rows (without the bias column)."""
+                       info: Messages | None = None, seed_path: tuple = (),
+                       sample_weight: np.ndarray | None = None) -> LinearModel:
+    """Train a LIBLINEAR model on validated rows (without the bias column).
+    ``sample_weight`` multiplies each row's C (every solver but -s 4 and -s 21)."""
     check_linear_params(params)
+    if sample_weight is not None and int(params.solver_type) in (SolverType.MCSVM_CS,
+                                                                 SolverType.ONECLASS_SVM):
+        raise ValueError(f"sample_weight: -s {int(params.solver_type)} "
+                         f"({SolverType(params.solver_type).name}) cannot take per-sample "
+                         f"weights")
+    sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     info = info if info is not None else Messages(params.quiet)
     solver_type = int(params.solver_type)
     bias = float(params.bias)
@@ -53,7 +61,8 @@ def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
 
     if solver_type in REGRESSION_SOLVERS:
         prob = BinaryProblem(rows, y.astype(np.float64), params.C, params.C, bias,
-                             rng_state(seed, PURPOSE_SOLVER, *seed_path, 0))
+                             rng_state(seed, PURPOSE_SOLVER, *seed_path, 0),
+                             sample_C=None if sw is None else params.C * sw)
         res = REGRESSION_SOLVERS_TABLE[solver_type](prob, params, info)
         return LinearModel(solver_type, 2, None, nr_feature, bias, res.w.reshape(w_size, 1),
                            param=params)
@@ -78,7 +87,8 @@ def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
     def fit(job):
         column, y_pm, Cp, Cn = job
         prob = BinaryProblem(rows, y_pm, Cp, Cn, bias,
-                             rng_state(seed, PURPOSE_SOLVER, *seed_path, column))
+                             rng_state(seed, PURPOSE_SOLVER, *seed_path, column),
+                             sample_C=None if sw is None else np.where(y_pm > 0, Cp, Cn) * sw)
         w[:, column] = solver(prob, params, info).w
 
     # each class has its own RNG stream, so the model does not depend on the thread

@@ -37,18 +37,17 @@ from lcoding.core.rows import Rows
 from lcoding.local.anchors import learn_anchors
 from lcoding.local.coding import kernel_map_of
 from lcoding.core.threads import single_threaded_blas
-from lcoding.local.kstar import KSTAR_CODING, make_coder
+from lcoding.local.kstar import make_coder
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.seeds import CALIBRATION_STREAM
 from lcoding.linear.sgd import TailAverage, calibrate_t0, check_sgd_params
 from lcoding.core.messages import Messages
 from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
+from lcoding.core.params import CodingType, LLCJointParams
 from lcoding.core.seeds import PURPOSE_ANCHORS, PURPOSE_SOLVER, rng_state
 from lcoding.local.model import LocalModel
 
-GAUSSIAN_CODING = 2
-JOINT_CODINGS = (GAUSSIAN_CODING, KSTAR_CODING)
-GRADIENT_NAMES = {0: "exact", 1: "seed", 2: "code"}
+JOINT_CODINGS = (CodingType.GAUSSIAN, CodingType.KSTAR)
 
 
 
@@ -57,18 +56,12 @@ def check_joint_params(params: TrainParams) -> None:
         raise ValueError(f"-s {int(params.solver_type)} needs -L 2 (LLC-SAPL) or -L 3 "
                          f"(LLC-JO), got -L {params.coding}")
     check_sgd_params(params)
-    if not np.isfinite(params.anchor_lr) or params.anchor_lr < 0:
-        raise ValueError(f"-f {params.anchor_lr}: the anchor learning rate must be finite and >= 0")
-    if params.anchor_grad not in GRADIENT_NAMES:
-        raise ValueError(f"-j {params.anchor_grad}: anchor gradient must be 0 (exact), "
-                         f"1 (seed) or 2 (reference code)")
-    kernel_map_of(params)           # checks -K and -O
     if params.coding_param < 0:
         raise ValueError(f"-u {params.coding_param}: must be >= 0 for "
                          f"-s {int(params.solver_type)}")
 
 
-def _automatic_t0(rows: Rows, V: np.ndarray, k: int, params: TrainParams, Y: np.ndarray,
+def _automatic_t0(rows: Rows, V: np.ndarray, k: int, jp: LLCJointParams, Y: np.ndarray,
                   cost: np.ndarray, lam: float, bias: float, solver_state: int) -> float:
     """``-T 0``: the ``-s 30`` calibration (:func:`lcoding.linear.sgd.calibrate_t0`) on the
     coding by the initial anchors, per one-vs-rest problem; the joint epoch has one
@@ -76,9 +69,9 @@ def _automatic_t0(rows: Rows, V: np.ndarray, k: int, params: TrainParams, Y: np.
     ``-s 30`` draws, so ``-s 31 -f 0 -T 0`` stays ``-s 30 -T 0``."""
     if rows.n_rows == 0:
         return 1.0
-    idx, wt = make_coder(params.coding, V, k, params.coding_param).code(rows)
+    idx, wt = make_coder(jp.coding, V, k, jp.coding_param).code(rows)
     values = [calibrate_t0(rows, idx, wt, np.ascontiguousarray(Y[:, c]),
-                           np.ascontiguousarray(cost[:, c]), lam, float(params.skip), bias,
+                           np.ascontiguousarray(cost[:, c]), lam, float(jp.sgd.skip), bias,
                            V.shape[0], np.random.Generator(np.random.PCG64(
                                solver_state ^ CALIBRATION_STREAM)))
               for c in range(Y.shape[1])]
@@ -86,10 +79,12 @@ def _automatic_t0(rows: Rows, V: np.ndarray, k: int, params: TrainParams, Y: np.
 
 
 def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
-                seed_path: tuple = (), epoch_callback=None):
+                seed_path: tuple = (), epoch_callback=None, sample_weight: np.ndarray | None = None):
     """Train ``-s 31`` or ``-s 33``.  ``epoch_callback(epoch, model)``, if given, sees
-    a model of the current iterate after every epoch (for test curves)."""
+    a model of the current iterate after every epoch (for test curves).
+    ``sample_weight`` multiplies each row's loss weight (its C)."""
     check_joint_params(params)
+    jp = LLCJointParams.from_train_params(params)
     info = info if info is not None else Messages(params.quiet)
     bias = float(params.bias)
     nr_feature = rows.n_features
@@ -106,26 +101,29 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     Y = np.ascontiguousarray(np.column_stack([y_pm for _, y_pm, _, _ in jobs]))
     cost = np.ascontiguousarray(np.column_stack(
         [np.where(y_pm > 0, Cp, Cn) for _, y_pm, Cp, Cn in jobs]) / params.C)
+    if sample_weight is not None:
+        cost = np.ascontiguousarray(cost * np.asarray(sample_weight, dtype=np.float64)[:, None])
 
     t = time.perf_counter()
     with single_threaded_blas(n):
-        anchors = learn_anchors(rows, class_index, params.n_anchors, params.anchor_init,
+        anchors = learn_anchors(rows, class_index, jp.anchors.n_anchors, jp.anchors.init,
                                 rng_state(params.seed, PURPOSE_ANCHORS, *seed_path),
-                                max_iter=params.kmeans_iter, batch_size=params.kmeans_batch)
+                                max_iter=jp.anchors.kmeans_iter,
+                                batch_size=jp.anchors.kmeans_batch)
     info(f"anchors: {anchors.shape[0]} ({time.perf_counter() - t:.2f} s)\n")
     V = np.array(anchors, dtype=np.float64, order="C")
     m = V.shape[0]
-    k = min(params.n_neighbors, m)
+    k = min(jp.n_neighbors, m)
     v_sq = np.einsum("ij,ij->i", V, V)
     W = np.zeros((nr_w, m * d))
     b = np.zeros((nr_w, m))
-    state = np.array([1.0, 0.0, float(params.skip)])
+    state = np.array([1.0, 0.0, float(jp.sgd.skip)])
     lam = 1.0 / (params.C * max(n, 1))
     solver_state = int(rng_state(params.seed, PURPOSE_SOLVER, *seed_path, 0)[0])
     rng = np.random.Generator(np.random.PCG64(solver_state))
-    t0 = float(params.t0)
+    t0 = jp.sgd.t0
     if t0 == 0.0:
-        t0 = _automatic_t0(rows, V, k, params, Y, cost, lam, bias, solver_state)
+        t0 = _automatic_t0(rows, V, k, jp, Y, cost, lam, bias, solver_state)
         info(f"-T 0: t0 = {t0:.6g} (first step {1.0 / (lam * t0):.3g})\n")
     order = np.arange(n, dtype=np.int32)
     curve = {"hinge": [], "mean_kstar": []}
@@ -138,21 +136,21 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
             w[:, :d, c] = W_now[c].reshape(m, d)
             if bias >= 0:
                 w[:, d, c] = b_now[c]
-        coder = make_coder(params.coding, V_now, k, params.coding_param)
+        coder = make_coder(jp.coding, V_now, k, jp.coding_param)
         model = LocalModel(int(params.solver_type), nr_class, labels, nr_feature, bias, coder,
                            w.reshape(m * w.shape[1], nr_w), kernel_map=kernel_map,
                            param=params)
         model.training_curve = {key: list(val) for key, val in curve.items()}
         return model
 
-    tail = (TailAverage(params.epochs, W, b, V)
+    tail = (TailAverage(jp.sgd.epochs, W, b, V)
             if int(params.solver_type) == int(SolverType.LLC_JOINT_SGD_AVERAGED) else None)
-    for epoch in range(params.epochs):
+    for epoch in range(jp.sgd.epochs):
         rng.shuffle(order)
         loss, n_viol, kst = _joint_sgd.joint_epoch(
             data, indices, indptr, Y, cost, order, V, v_sq, W, b, state,
-            int(params.coding), float(params.coding_param), k, int(params.anchor_grad),
-            lam, t0, float(params.skip), bias, float(params.anchor_lr))
+            int(jp.coding), jp.coding_param, k, int(jp.anchor_gradient),
+            lam, t0, float(jp.sgd.skip), bias, jp.anchor_lr)
         if not (np.isfinite(loss) and np.isfinite(V).all()):
             raise FloatingPointError(f"-s {int(params.solver_type)} diverged in epoch "
                                      f"{epoch + 1}; try a larger -T, a smaller -f or a "

@@ -41,6 +41,7 @@ from lcoding.local.coding import KernelMap, is_dense, kernel_map_of
 from lcoding.core.threads import map_threads, single_threaded_blas
 from lcoding.core.model import Model
 from lcoding.core.options import SGD_SOLVERS, SolverType, TrainParams
+from lcoding.core.params import CodingType, OCCClassifier, OCCParams
 from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.linear.problem import BinaryProblem, Coding, SolveResult
 from lcoding.linear.dual_cd import LOCAL_CAP_REMEDY, solve_l2r_l1l2_svc
@@ -367,29 +368,23 @@ def solve_occ_dual(rows: Rows, codes: np.ndarray, y: np.ndarray, C: np.ndarray, 
 
 
 def check_occ_params(params: TrainParams) -> None:
+    """Consistency of the anchor-plane options beyond their domains."""
     st = int(params.solver_type)
-    linear_on_codes = params.coding_param in (0.0, 2.0)
+    if params.coding not in OCC_CODINGS:
+        raise ValueError(f"-L {params.coding} is not an OCC coding (4 or 5)")
+    op = OCCParams.from_train_params(params)      # checks -u
+    linear_on_codes = op.classifier in (OCCClassifier.LINEAR_ON_CODES,
+                                        OCCClassifier.LINEAR_ON_ALL_CODES)
     if st not in OCC_SOLVERS and not (linear_on_codes and st == PRIMAL_L2_SOLVER):
         raise ValueError(f"-s {st} ({SolverType(st).name}) with -L {params.coding}: "
                          f"OCC training supports -s 1, 3, 30 and 32 (and -s 2 with -u 0 or 2)")
-    if params.coding not in OCC_CODINGS:
-        raise ValueError(f"-L {params.coding} is not an OCC coding (4 or 5)")
-    if params.n_anchors < 1:
-        raise ValueError(f"-A {params.n_anchors}: the number of planes must be >= 1")
-    if params.coding_param not in (0.0, 1.0, 2.0, 3.0):
-        raise ValueError(f"-u {params.coding_param:g} with -L {params.coding}: must be 1 "
-                         f"(locally linear on gamma (x) x), 0 (linear SVM on the codes), 2 "
-                         f"(-L 5: linear SVM on all classes' codes) or 3 (1 with a bias "
-                         f"per plane)")
-    if params.coding_param == 3.0 and (st in SGD_SOLVERS or not params.bias >= 0):
-        raise ValueError(f"-u 3 (a bias per plane) needs -s 1 or 3 and -B >= 0 (-s 30 and "
-                         f"32 always have one bias per plane)")
-    if params.coding_param == 2.0 and params.coding != 5:
+    if op.classifier == OCCClassifier.LOCALLY_LINEAR_PLANE_BIAS \
+            and (st in SGD_SOLVERS or not params.bias >= 0):
+        raise ValueError("-u 3 (a bias per plane) needs -s 1 or 3 and -B >= 0 (-s 30 and "
+                         "32 always have one bias per plane)")
+    if op.classifier == OCCClassifier.LINEAR_ON_ALL_CODES and op.planes != CodingType.C_OCC:
         raise ValueError(f"-u 2 (linear SVM on all classes' codes) needs -L 5, "
                          f"not -L {params.coding}")
-    kernel_map_of(params)           # checks -K and -O
-    if params.n_threads < 1:
-        raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
     if st in SGD_SOLVERS:
         check_sgd_params(params)
 
@@ -403,10 +398,13 @@ def _code_rows(codes: np.ndarray) -> Rows:
 
 
 def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
-                    seed_path: tuple = ()) -> OCCModel:
+                    seed_path: tuple = (), sample_weight: np.ndarray | None = None) -> OCCModel:
     """Train an OCC model (``-L 4``/``5``, ``-A`` planes) with ``-s 1``/``3``
-    (LIB-LLSVM; ``-u 0``: linear SVM on the codes) or ``-s 30`` (PEG-LLSVM)."""
+    (LIB-LLSVM; ``-u 0``: linear SVM on the codes) or ``-s 30`` (PEG-LLSVM).
+    ``sample_weight`` multiplies each row's C (the planes are learned unweighted)."""
     check_occ_params(params)
+    sw = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    op = OCCParams.from_train_params(params)
     info = info if info is not None else Messages(params.quiet)
     st = int(params.solver_type)
     bias = float(params.bias)
@@ -414,17 +412,17 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     kernel_map = kernel_map_of(params)
     if kernel_map is not None:      # -K: the additive kernel map first (as for -L 1, 2, 6)
         rows = kernel_map(rows)
-    M = int(params.n_anchors)
+    M = op.n_planes
     labels, class_index = group_classes(y)
     nr_class = labels.size
     weighted_C = class_costs(labels, params)
     jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
     nr_w = len(jobs)
-    if params.coding_param == 2.0:
+    if op.classifier == OCCClassifier.LINEAR_ON_ALL_CODES:
         kind = LINEAR_ALL_CODES
-    elif params.coding_param == 0.0:
+    elif op.classifier == OCCClassifier.LINEAR_ON_CODES:
         kind = LINEAR_CODES
-    elif params.coding_param == 3.0:
+    elif op.classifier == OCCClassifier.LOCALLY_LINEAR_PLANE_BIAS:
         kind = LIB_LLSVM_PB
     else:
         kind = PEG_LLSVM if st in SGD_SOLVERS else LIB_LLSVM
@@ -437,7 +435,7 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
             return occ_basis(sub, M, seed=seed % (1 << 63))
 
     t = time.perf_counter()
-    if params.coding == 4:
+    if op.planes == CodingType.G_OCC:
         shared = basis(None)
         bases = [shared]
         shared_codes = occ_codes(rows, *shared)
@@ -463,8 +461,9 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
         else:
             codes = shared_codes
         state = rng_state(params.seed, PURPOSE_SOLVER, *seed_path, c)
+        row_C = None if sw is None else np.where(y_pm > 0, Cp, Cn) * sw
         if kind in (LIB_LLSVM, LIB_LLSVM_PB):
-            C = np.where(y_pm > 0, Cp, Cn).astype(np.float64)
+            C = np.where(y_pm > 0, Cp, Cn).astype(np.float64) if row_C is None else row_C
             res = solve_occ_dual(rows_pb if kind == LIB_LLSVM_PB else rows, codes, y_pm, C,
                                  bias, state, params, info,
                                  "l2" if st == int(SolverType.L2R_L2LOSS_SVC_DUAL) else "l1")
@@ -473,9 +472,9 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
             idx = np.ascontiguousarray(np.broadcast_to(np.arange(M, dtype=np.int32),
                                                        codes.shape))
             prob = BinaryProblem(rows, y_pm, Cp, Cn, bias, state,
-                                 coding=Coding(idx, codes, M))
+                                 coding=Coding(idx, codes, M), sample_C=row_C)
             return solve_sgd_hinge(prob, params, info).w
-        prob = BinaryProblem(_code_rows(codes), y_pm, Cp, Cn, bias, state)
+        prob = BinaryProblem(_code_rows(codes), y_pm, Cp, Cn, bias, state, sample_C=row_C)
         solver = BINARY_SOLVERS[st]
         return solver(prob, params, info).w
 

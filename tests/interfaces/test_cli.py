@@ -54,7 +54,13 @@ def test_cross_validation_prints_accuracy(files, capsys):
 
 @pytest.mark.parametrize("argv,code,where,text", [
     ([], 1, "out", "Usage: lcoding-train"),
-    (["-h", "1", "FILE"], 1, "err", "unknown option '-h'"),
+    (["-h"], 0, "out", "options common to every method:"),
+    (["--help"], 0, "out", "options for the local codings"),
+    (["-c", "1", "--help", "FILE"], 0, "out", "Usage: lcoding-train"),
+    (["-Z", "3", "FILE"], 1, "err", "option -Z 3: must be one of 0, 1"),
+    (["-x", "5", "FILE"], 1, "err", "option -x 5: must be one of 0, 1"),
+    (["-L", "9", "FILE"], 1, "err", "option -L 9: must be one of 0, 1, 2, 3, 4, 5, 6"),
+    (["-y", "1", "-Q"], 1, "err", "option -Q needs a value"),
     (["-c", "0", "FILE"], 1, "err", "ERROR: C <= 0"),
     (["FILE_MISSING"], 1, "err", "can't open input file"),
 ])
@@ -96,3 +102,17 @@ def test_console_scripts_installed():
         pytest.skip("package not installed with its console scripts (in-place build)")
     proc = subprocess.run([exe], capture_output=True, text=True)
     assert proc.returncode == 1 and "Usage: lcoding-train" in proc.stdout
+
+
+@pytest.mark.parametrize("argv", [["-h"], ["--help"]])
+def test_predict_help_exits_0(capsys, argv):
+    assert predict_main(argv) == 0
+    assert capsys.readouterr().out.startswith("Usage: lcoding-predict")
+
+
+def test_missing_model_file_is_named_once(tmp_path, capsys):
+    data = tmp_path / "t.txt"
+    data.write_text("1 1:0.5\n")
+    assert predict_main([str(data), str(tmp_path / "none.model"), str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("none.model") == 1 and "no such file" in err

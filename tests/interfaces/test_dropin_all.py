@@ -227,6 +227,7 @@ def test_dropin(opts, kind, tmp_path, capsys):
 @pytest.mark.parametrize("opts,kind", [("-C -s 0", "multi"), ("-C -s 2 -B 1", "bin"),
                                        ("-C", "multi"), ("-C -s 2 -v 3", "bin"),
                                        ("-C -s 11", "reg")])
+@pytest.mark.slow
 def test_parameter_search(opts, kind, tmp_path, capsys):
     y, X = _data(kind)
     q = opts + " -q"

@@ -121,6 +121,7 @@ def assert_same_scipy_problem(ours, ref, same_order=True):
 
 @needs_reference
 @pytest.mark.parametrize("path", _shared_files())
+@pytest.mark.slow
 def test_scipy_mode_matches_reference(path, plain_copy):
     plain = plain_copy(path)
     ref = reference.svm_read_problem(str(plain), return_scipy=True)
@@ -136,6 +137,7 @@ def test_scipy_mode_matches_reference(path, plain_copy):
 
 @needs_reference
 @pytest.mark.parametrize("path", _shared_files())
+@pytest.mark.slow
 def test_dict_mode_matches_reference(path, plain_copy, tmp_path):
     plain = plain_copy(path)
     if plain.stat().st_size <= BIG_FILE_BYTES:
@@ -442,6 +444,7 @@ def _layout_torture_text(n_lines=300, seed=5):
 
 @pytest.mark.parametrize("chunk_size, parallel_min", [(1, 1 << 30), (2, 1 << 30), (3, 100),
                                                       (7, 1 << 30), (64, 64), (1000, 1000)])
+@pytest.mark.slow
 def test_chunk_boundaries_do_not_matter(tmp_path, monkeypatch, chunk_size, parallel_min):
     # streams are read in chunks of chunk_size; chunks (and memory-mapped files) of
     # parallel_min bytes or more are parsed in two halves at once

@@ -70,6 +70,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("name,options", CASES)
+@pytest.mark.slow
 def test_agrees_with_liblinear(name, options, shared_data, capfd):
     from lcoding.liblinearutil import predict, train
     y, X, ty, tX = shared_data(name)

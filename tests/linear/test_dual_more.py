@@ -244,6 +244,7 @@ def test_l1loss_svr_dual_warns_at_cap():
     ("ijcnn1", "-s 21 -n 0.1"),
     ("w8a", "-s 21 -n 0.8 -e 0.001"),
 ])
+@pytest.mark.slow
 def test_oneclass_matches_liblinear(name, options):
     # LIBLINEAR's one-class solver is deterministic (its random quick-select pivots do
     # not change which pairs are chosen), so lcoding's matches it to rounding
@@ -273,12 +274,14 @@ def test_oneclass_messages():
     "-s 4 -e 0.0005",
     "-s 4 -B 1 -c 0.1 -e 0.001",
 ])
+@pytest.mark.slow
 def test_crammer_singer_multiclass_matches_liblinear(options):
     y, rows = dataset("usps", 2000)
     model = assert_classifier_agrees(y, rows, options).model
     assert model.w.shape[1] == model.nr_class == 10
 
 
+@pytest.mark.slow
 def test_crammer_singer_26_classes():
     # letter scaled to [0, 1] (as LIBSVM's letter.scale).  Its 26 classes leave many
     # near-ties in the arg-max: LIBLINEAR agrees with *itself* across random orders on
@@ -301,6 +304,7 @@ def test_crammer_singer_binary_has_two_columns():
     assert np.abs(w[:, 0] + w[:, 1]).max() <= 1e-10 * np.abs(w).max()
 
 
+@pytest.mark.slow
 def test_crammer_singer_class_weights():
     y, rows = dataset("usps", 2000)
     assert_classifier_agrees(y, rows, "-s 4 -w1 3 -w7 0.5 -e 0.0005")
@@ -312,6 +316,7 @@ def test_crammer_singer_class_weights():
     "-s 5", "-s 5 -B 1", "-s 5 -B 1 -R", "-s 5 -c 0.1 -w1 4",
     "-s 6", "-s 6 -B 1", "-s 6 -B 1 -R", "-s 6 -c 2 -w-1 0.3",
 ])
+@pytest.mark.slow
 def test_l1_regularized_binary_matches_liblinear(options):
     y, rows = dataset("ijcnn1", 20000)
     assert_classifier_agrees(y, rows, options + " -e 0.001")
@@ -331,6 +336,7 @@ def test_l1_regularized_sparse_binary_matches_liblinear(options):
     # vary by ~1 % per class from run to run, at 1e-4 they agree to ~2e-5
     "-s 6 -B 1 -R -w3 2 -e 0.0001",
 ])
+@pytest.mark.slow
 def test_l1_regularized_one_vs_rest_matches_liblinear(options):
     y, rows = dataset("usps", 2000)
     model = assert_classifier_agrees(y, rows, options).model

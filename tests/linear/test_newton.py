@@ -133,6 +133,7 @@ CLASSIFICATION_CASES = [
 
 
 @pytest.mark.parametrize("name,n,options", CLASSIFICATION_CASES)
+@pytest.mark.slow
 def test_classification_agrees_with_liblinear(shared_data, name, n, options):
     y, X = subsample(shared_data, name, n)
     compare_with_liblinear(y, X, options, int(options.split()[1]))
@@ -347,6 +348,7 @@ def run_both_searches(y, X, options, seed, capfd):
 
 
 @pytest.mark.parametrize("options", ["-C -s 0", "-C", "-C -s 2 -B 1 -R"])
+@pytest.mark.slow
 def test_find_parameters_path_identical_to_liblinear(shared_data, capfd, options):
     # ijcnn1 is well conditioned: every fold model agrees, so every printed CV rate does
     y, X = subsample(shared_data, "ijcnn1", 3000)
@@ -361,6 +363,7 @@ def test_find_parameters_path_identical_to_liblinear(shared_data, capfd, options
 @pytest.mark.parametrize("name,n,options", [
     ("w8a", 3000, "-C -s 2 -B 1 -R"), ("usps", 800, "-C -s 2"), ("letter", 1500, "-C -s 0 -c 0.5"),
 ])
+@pytest.mark.slow
 def test_find_parameters_picks_liblinears_C(shared_data, capfd, name, n, options):
     # at large C the default -e leaves fold models that differ slightly between the
     # libraries (see CLASSIFICATION_CASES), so a CV rate may differ by a row or two

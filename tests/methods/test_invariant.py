@@ -155,6 +155,7 @@ def test_ihkpca_on_virtual_landmarks_is_the_isvm_kernel():
     assert model.tangents == "both" and model.invariance_gamma == 0.9
 
 
+@pytest.mark.slow
 def test_gamma_zero_isvm_gives_libsvm_decisions():
     svmutil = pytest.importorskip("libsvm.svmutil")
     rng = np.random.default_rng(4)

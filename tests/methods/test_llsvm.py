@@ -173,6 +173,7 @@ def test_sgd_one_anchor_linear_matches_liblinear_accuracy(shared_data):
     (1, "l2", "usps", 300, "-L 6 -A 6 -k 3"),
     (1, "l2", "banana", 300, "-L 6 -A 8 -k 3 -a 4"),
 ])
+@pytest.mark.slow
 def test_dual_cd_llsvm_reaches_liblinear_objective(shared_data, solver, loss, name, n, coding):
     from liblinear.liblinearutil import train as ll_train
     y, X, _, _ = subset(shared_data, name, n)
@@ -212,6 +213,7 @@ def cs_primal_objective(W, Z, class_index, C):
     ("letter", 500, "-L 2 -u 0.1 -A 8 -k 3 -a 2"),
     ("banana", 300, "-L 6 -A 8 -k 3"),        # two classes: two weight columns, like LIBLINEAR
 ])
+@pytest.mark.slow
 def test_crammer_singer_llsvm_reaches_liblinear_objective(shared_data, name, n, coding):
     from liblinear.liblinearutil import train as ll_train
     y, X, _, _ = subset(shared_data, name, n)
@@ -243,6 +245,7 @@ def test_crammer_singer_llsvm_one_anchor_is_linear_s4(shared_data):
                                   linear.decision_values(as_rows(tX)))
 
 
+@pytest.mark.slow
 def test_crammer_singer_llsvm_accuracy_and_file(shared_data, tmp_path):
     from lcoding.io import model_files as model_io
     y, X, ty, tX = subset(shared_data, "usps", 3000)
@@ -306,6 +309,7 @@ def test_sgd_averaged_one_epoch_is_the_last_iterate(shared_data):
                                   train(y, X, "-s 30 -E 1 -L 1 -A 10 -k 3 -B 1").w)
 
 
+@pytest.mark.slow
 def test_sgd_averaged_beats_the_last_iterate_on_letter(shared_data):
     # the paper's setting on LETTER (raw 0..15 features) is far from converged after
     # 10 epochs; the tail average removes most of the last steps' noise (bench: 17.6
@@ -432,6 +436,7 @@ def test_banana_accuracy(shared_data, opts):
     assert accuracy(train(y, X, opts), tX, ty) >= 0.88
 
 
+@pytest.mark.slow
 def test_usps_subset_accuracy(shared_data):
     y, X, ty, tX = subset(shared_data, "usps", 3000)
     linear = accuracy(train(y, X, "-s 1 -B 1"), tX, ty)
@@ -441,6 +446,7 @@ def test_usps_subset_accuracy(shared_data):
     assert dual >= 0.92 and dual > linear + 0.02
 
 
+@pytest.mark.slow
 def test_locally_additive_svm(shared_data):
     y, X, ty, tX = subset(shared_data, "usps", 2000, 500)
     model = train(y, X, "-s 1 -L 1 -A 20 -k 4 -B 1 -K 2 -O 1")

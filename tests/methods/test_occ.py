@@ -213,6 +213,7 @@ def test_bad_options(rng):
         train_model(y, as_rows(X), parse_train_options("-s 3 -L 4 -A 50 -q"))
 
 
+@pytest.mark.slow
 def test_usps_g_occ_lib_llsvm(shared_data):
     y, X, ty, tX = shared_data("usps")
     m = train_model(y, as_rows(X), parse_train_options("-s 3 -L 4 -A 10 -B 1 -q"))
