@@ -51,7 +51,8 @@ import numpy as np
 
 from lcoding.io import datasets
 from lcoding.local.coding import kernel_map_of
-from lcoding.methods.kq import (KQPreprocess, blas_threads, class_scores, select_kq_params,
+from lcoding.core.threads import blas_threads
+from lcoding.methods.kq import (KQPreprocess, class_scores, select_kq_params,
                                 train_kq_model)
 from lcoding.core.options import parse_train_options
 from lcoding.core.messages import Messages

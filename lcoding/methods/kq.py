@@ -30,7 +30,6 @@ inside training and then trains on all rows with the best setting.
 """
 from __future__ import annotations
 
-import contextlib
 import itertools
 import math
 import time
@@ -42,11 +41,13 @@ import scipy.sparse as sp
 from lcoding.methods import _kq
 from lcoding.core.rows import Rows
 from lcoding.local.coding import KernelMap, kernel_map_of
-from lcoding.core.model import Model
+from lcoding.core.model import Model, ModelFieldError, check_count, check_number
+from lcoding.local.model import checked_kernel_map_header
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.messages import Messages
 from lcoding.core.classes import group_classes
 from lcoding.core.params import KQParams
+from lcoding.core.threads import blas_threads
 from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
 
 FORMAT_VERSION = "1"
@@ -68,26 +69,6 @@ PASS_NAMES = {PASS_STOCHASTIC: "stochastic", PASS_SEMI_CURRENT: "semi-current",
               PASS_SEMI_STALE: "semi-stale"}
 
 LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when stable)
-
-# seed purposes (lcoding.core.seeds.rng_state paths)
-
-
-@contextlib.contextmanager
-def blas_threads(n_threads: int):
-    """Run the BLAS/LAPACK calls inside with at most ``n_threads`` threads (``-m``).
-
-    The metrics are small (q x d), and OpenBLAS's default of one spinning thread per
-    core makes a 256 x 256 eigendecomposition ~300x slower on a loaded 2-core machine
-    (measured: 1.0 s instead of 4 ms).  Needs threadpoolctl; without it the BLAS
-    default stands."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        yield
-        return
-    with threadpool_limits(limits=int(n_threads), user_api="blas"):
-        yield
-
 
 def _rng(seed, *purpose) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(int(rng_state(seed, *purpose)[0])))
@@ -310,13 +291,10 @@ class KQModel(Model):
 
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
                  k: int, q: int, metrics, param=None, centres=None):
-        self.solver_type = int(solver_type)
+        self._set_header(solver_type, nr_class, label, nr_feature, -1.0)
         if self.solver_type not in KQ_SOLVERS:
-            raise ValueError(f"solver_type {self.solver_type} is not a k q-metrics solver (40, 41)")
-        self.nr_class = int(nr_class)
-        self.label = None if label is None else np.asarray(label, dtype=np.int32)
-        self.nr_feature = int(nr_feature)
-        self.bias = -1.0
+            raise ModelFieldError("solver_type", f"solver_type {self.solver_type} is not a k "
+                                                 f"q-metrics solver (40, 41)")
         self.preprocess = preprocess
         self.k = int(k)
         self.q = int(q)
@@ -420,42 +398,62 @@ class KQModel(Model):
             blocks.append(("centres", self.centres.reshape(-1, self.dim)))
         return blocks
 
+    _HEADER_KEYS = frozenset({"lcoding_format", "coding", "nr_cluster", "metric_dim",
+                              "nr_restart", "pca_dim", "unit_sphere", "nr_dim", "offset_coord",
+                              "affine", "kernel_map", "kernel_map_order", "kernel_map_period"})
+
     @classmethod
     def block_shapes(cls, header, base):
-        k, q = int(header["nr_cluster"]), int(header["metric_dim"])
-        r, p = int(header["nr_restart"]), int(header["pca_dim"])
-        dim, nr_feature = int(header["nr_dim"]), int(base["nr_feature"])
-        km = KernelMap.from_header(header)
-        if km is not None:
-            nr_feature = km.output_features(nr_feature)    # what the PCA and metrics see
-        if k < 1 or q < 1 or r < 1 or p < 0:
-            raise ValueError(f"nr_cluster {k}, metric_dim {q}, nr_restart {r}, pca_dim {p} "
-                             f"out of range")
+        """Block shapes of a model file, after the checks training implies (keys, the
+        solver type of the coding, counts >= 1, ``pca_dim <= `` the features,
+        ``nr_dim >= 1`` consistent with the PCA and the constant coordinate)."""
+        unknown = set(header) - cls._HEADER_KEYS
+        if unknown:
+            key = sorted(unknown)[0]
+            raise ModelFieldError(key, f"unknown key(s) {', '.join(sorted(unknown))} for "
+                                       f"{header['coding']}")
+        solver_type = int(base["solver_type"])
+        if CODING_NAMES.get(solver_type) != header["coding"]:
+            raise ModelFieldError("solver_type", f"coding {header['coding']} does not match "
+                                                 f"solver_type {SolverType(solver_type).name}")
+        k = check_count("nr_cluster", header["nr_cluster"], 1)
+        q = check_count("metric_dim", header["metric_dim"], 1)
+        r = check_count("nr_restart", header["nr_restart"], 1)
+        p = check_count("pca_dim", header["pca_dim"], 0)
+        dim = check_count("nr_dim", header["nr_dim"], 1)
+        nr_feature = int(base["nr_feature"])
+        width = checked_kernel_map_header(header)
+        if width is not None:
+            nr_feature *= width                 # what the PCA and metrics see
+        if p > nr_feature:
+            raise ModelFieldError("pca_dim", f"pca_dim {p}: more PCA dimensions than the "
+                                             f"{nr_feature} features")
         if header["unit_sphere"] not in ("0", "1"):
-            raise ValueError(f"unit_sphere must be 0 or 1, got {header['unit_sphere']!r}")
-        offset = float(header.get("offset_coord", "0"))
-        if not (math.isfinite(offset) and offset > 0) and "offset_coord" in header:
-            raise ValueError(f"offset_coord must be finite and > 0, got {header['offset_coord']}")
+            raise ModelFieldError("unit_sphere", f"unit_sphere must be 0 or 1, got "
+                                                 f"{header['unit_sphere']!r}")
+        offset = 0.0
+        if "offset_coord" in header:
+            offset = check_number("offset_coord", header["offset_coord"], lo=0, lo_open=True)
         if dim != (p or nr_feature) + (1 if offset else 0):
-            raise ValueError(f"nr_dim {dim} differs from pca_dim/nr_feature {p or nr_feature}"
-                             + (" + 1 (offset_coord)" if offset else ""))
+            raise ModelFieldError("nr_dim", f"nr_dim {dim} differs from pca_dim/nr_feature "
+                                            f"{p or nr_feature}"
+                                            + (" + 1 (offset_coord)" if offset else ""))
         shapes = []
         if p:
             shapes += [("pca_mean", (1, nr_feature)), ("pca_components", (p, nr_feature))]
         shapes.append(("w", (r * int(base["nr_class"]) * k * q, dim)))
         affine = header.get("affine", "0")
         if affine not in ("0", "1"):
-            raise ValueError(f"affine must be 0 or 1, got {affine!r}")
+            raise ModelFieldError("affine", f"affine must be 0 or 1, got {affine!r}")
         if affine == "1":
+            if solver_type != KQ_FLATS:
+                raise ModelFieldError("affine", "only k q-flats (-s 41) models have flat centres")
             shapes.append(("centres", (r * int(base["nr_class"]) * k, dim)))
         return shapes
 
     @classmethod
     def from_file(cls, header, base, blocks):
         solver_type = base["solver_type"]
-        if CODING_NAMES.get(solver_type) != header["coding"]:
-            raise ValueError(f"coding {header['coding']} does not match solver_type "
-                             f"{SolverType(solver_type).name}")
         p = int(header["pca_dim"])
         pre = KQPreprocess(base["nr_feature"],
                            blocks["pca_mean"] if p else None,
@@ -608,6 +606,9 @@ def train_kq_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Message
     ``(-S, 40, *seed_path, r)`` and its pass orders from ``(-S, 41, *seed_path, r)``.
     """
     check_kq_params(params, rows.n_features)
+    if rows.n_features == 0:
+        raise ValueError(f"-s {int(params.solver_type)}: the training rows have no features "
+                         f"(no non-zero value); k q-metrics need at least one")
     if params.n_threads < 1:
         raise ValueError(f"-m {params.n_threads}: the number of threads must be >= 1")
     info = info if info is not None else Messages(params.quiet)
