@@ -148,3 +148,19 @@ def test_an_unbuilt_source_tree_says_so_in_one_line(tmp_path):
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("ImportError: lcoding: the source tree") and "not built" in last
     assert "build_ext --inplace" in last
+
+
+@pytest.mark.slow
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    """The strict form of the test above: one new interpreter per module."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(name):
+        res = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True,
+                             text=True, timeout=120, cwd=PACKAGE.parent)
+        return name, res.returncode, res.stderr.strip().splitlines()[-1:]
+
+    names = [n for n in all_modules() if not n.endswith("__main__")]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        failed = [r for r in pool.map(run, names) if r[1] != 0]
+    assert not failed, failed
