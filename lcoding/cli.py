@@ -18,6 +18,7 @@ from lcoding.commonutil import evaluations
 from lcoding.core.messages import Messages
 from lcoding.core.options import (REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError, check_parameter,
                                   parse_predict_options, parse_train_options, predict_usage, train_usage)
+from lcoding.io.atomic import write_text_atomic
 from lcoding.io.model_files import ModelFileError, save_model_file
 from lcoding.io.reader import read_libsvm
 from lcoding.linear.param_search import find_parameters
@@ -153,11 +154,9 @@ def _predict(argv):
         text = head + body
     else:
         text = "".join("%.17g\n" % lab for lab in labels.tolist())
-    tmp = output_file + ".tmp-lcoding"
     try:
-        with open(tmp, "w", encoding="ascii") as fh:
-            fh.write(text)
-        os.replace(tmp, output_file)
+        # a unique temporary file in the output's folder, renamed over it (io/atomic.py)
+        write_text_atomic(output_file, text, encoding="ascii", what="output file")
     except OSError as err:
         raise _Exit(1, f"can't open output file {output_file}: {err}\n") from None
     acc, mse, scc = evaluations(y, labels)

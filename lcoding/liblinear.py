@@ -11,6 +11,7 @@ are ctypes pointers into the model's numpy arrays (so
 """
 from __future__ import annotations
 
+import math
 import sys
 from ctypes import POINTER, Structure, c_double, c_int, cast
 
@@ -18,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from lcoding.core.rows import Rows, as_labels, as_rows
-from lcoding.core.model import LinearModel, Model
+from lcoding.core.model import VALUE_LIMIT, LinearModel, Model
 from lcoding.core.options import SolverType, TrainParams, parse_train_options
 
 __all__ = ["liblinear", "feature_node", "gen_feature_nodearray", "problem", "parameter",
@@ -131,6 +132,9 @@ class problem:
 
     def set_bias(self, bias):
         bias = float(bias)
+        if not (math.isfinite(bias) and abs(bias) <= VALUE_LIMIT):
+            raise ValueError(f"bias {bias!r} must be finite and at most {VALUE_LIMIT:g} in "
+                             f"magnitude (option -B)")
         self.n = self.rows.n_features + (1 if bias >= 0 else 0)
         self.bias = bias
 

@@ -35,6 +35,7 @@ from lcoding.core.params import (KernelParams, KQParams, LinearParams, LLCJointP
                                  LLSVMParams, OCCParams)
 from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_CV, rng_state
+from lcoding.core.threads import run_interruptible
 from lcoding.io import model_files
 from lcoding.local.model import FILE_TAGS as LOCAL_FILE_TAGS
 from lcoding.local.model import LocalModel
@@ -126,7 +127,9 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
                 f"{method.name}: ignoring option{'s' if len(ignored) > 1 else ''} "
                 f"{' '.join(ignored)} (not used by this method)\n")
     if sample_weight is None:
-        return method.train(y, rows, params, info, seed_path=seed_path)
+        # in a worker thread, so that Ctrl-C stops it within a pass (core/threads.py)
+        return run_interruptible(lambda: method.train(y, rows, params, info,
+                                                      seed_path=seed_path))
     sw = np.ascontiguousarray(sample_weight, dtype=np.float64).reshape(-1)
     if sw.shape[0] != rows.n_rows:
         raise ValueError(f"sample_weight has {sw.shape[0]} values for {rows.n_rows} instances")
@@ -140,7 +143,8 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         raise ValueError("sample_weight: every weight is 0; no instances to train on")
     if keep.size < rows.n_rows:
         y, rows, sw = y[keep], rows.take(keep), sw[keep]
-    return method.train(y, rows, params, info, seed_path=seed_path, sample_weight=sw)
+    return run_interruptible(lambda: method.train(y, rows, params, info, seed_path=seed_path,
+                                                  sample_weight=sw))
 
 
 # lcoding's options that every method reads
@@ -191,3 +195,19 @@ def load_model_file(path) -> Model:
 def model_from_text(text: str, name: str = "<model>") -> Model:
     """Parse model file content of any method."""
     return model_files.model_from_text(text, name, MODEL_TYPES)
+
+
+def method_of(model: Model) -> Method:
+    """The method that trained ``model`` (or wrote its file): the row of
+    :data:`METHODS` whose model class and options match.  A model file names its
+    method by the tag on its ``coding`` line (none: a LIBLINEAR linear model), the
+    joint-SGD solver types telling LLC-JO's locally linear models from LL-SVM's."""
+    if type(model) is LinearModel:
+        return METHOD_BY_NAME["linear"]
+    if isinstance(model, LocalModel):
+        joint = int(model.solver_type) in JOINT_SOLVERS
+        return METHOD_BY_NAME["llc_jo" if joint else "llsvm"]
+    for method in METHODS:
+        if type(model) is method.model_class:
+            return method
+    raise ValueError(f"{type(model).__name__} is not a model of any lcoding method")

@@ -16,7 +16,10 @@ cdef inline uint64_t rng_next(uint64_t* state) noexcept nogil:
 
 
 cdef inline Py_ssize_t rng_below(uint64_t* state, Py_ssize_t bound) noexcept nogil:
-    # Uniform integer in [0, bound); the modulo bias is below bound / 2**64.
+    # Uniform integer in [0, bound); the modulo bias is below bound / 2**64.  An empty
+    # range (bound <= 0, which no caller passes) gives 0 instead of a remainder by 0.
+    if bound <= 0:
+        return 0
     return <Py_ssize_t>(rng_next(state) % <uint64_t>bound)
 
 

@@ -9,12 +9,81 @@ add their coding; the interfaces only use the methods defined here.
 from __future__ import annotations
 
 import abc
+import math
 
 import numpy as np
 
 from lcoding.core._predict import linear_decision_values
-from lcoding.core.rows import Rows
+from lcoding.core.rows import INT32_MAX, Rows
 from lcoding.core.options import PROBABILITY_SOLVERS, REGRESSION_SOLVERS, SolverType
+
+# Largest magnitude of a number a model may hold.  No training run on finite data
+# gets near it; a model file beyond it is corrupt, and its squares and products
+# (distances to anchors, metric scores, kernel values) would overflow to inf/nan.
+VALUE_LIMIT = 1e100
+
+# solver types whose models are LIBLINEAR's linear models (the others need their
+# method's coding block in a model file)
+LINEAR_SOLVER_TYPES = frozenset(int(st) for st in SolverType) - {
+    int(SolverType.LLC_JOINT_SGD), int(SolverType.LLC_JOINT_SGD_AVERAGED),
+    int(SolverType.KQ_METRICS), int(SolverType.KQ_FLATS)}
+
+
+class ModelFieldError(ValueError):
+    """A model field holds a value training never produces.  ``key`` names the
+    field (a header key such as ``gamma`` or a block such as ``w``), so that the
+    model-file reader can point at its line."""
+
+    def __init__(self, key: str, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+def check_number(key: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False,
+                 what: str = "") -> float:
+    """``value`` as a float, finite, within ``VALUE_LIMIT`` and the given range;
+    else a :class:`ModelFieldError` naming ``key``."""
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise ModelFieldError(key, f"{key} {value!r} is not a number") from None
+    bad = not math.isfinite(x) or abs(x) > VALUE_LIMIT
+    if not bad and lo is not None:
+        bad = x <= lo if lo_open else x < lo
+    if not bad and hi is not None:
+        bad = x >= hi if hi_open else x > hi
+    if bad:
+        rng = []
+        if lo is not None:
+            rng.append(f"{'>' if lo_open else '>='} {lo:g}")
+        if hi is not None:
+            rng.append(f"{'<' if hi_open else '<='} {hi:g}")
+        rule = " and ".join(rng) if rng else f"at most {VALUE_LIMIT:g} in magnitude"
+        raise ModelFieldError(key, f"{key} {value!r}: {what or 'must be'} finite and {rule}")
+    return x
+
+
+def check_count(key: str, value, lo: int = 0, hi: int | None = None) -> int:
+    """``value`` as an int in ``[lo, hi]``; else a :class:`ModelFieldError` naming ``key``."""
+    try:
+        n = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise ModelFieldError(key, f"{key} {value!r} is not an integer") from None
+    if n < lo or (hi is not None and n > hi):
+        rule = f">= {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ModelFieldError(key, f"{key} {n} must be {rule}")
+    return n
+
+
+def check_block(key: str, block: np.ndarray) -> np.ndarray:
+    """Every value of ``block`` finite and within ``VALUE_LIMIT``."""
+    block = np.asarray(block, dtype=np.float64)
+    bad = ~(np.abs(block) <= VALUE_LIMIT)          # catches nan too
+    if bad.any():
+        v = block.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
+        raise ModelFieldError(key, f"{key} block holds {v!r}: values must be finite and at "
+                                   f"most {VALUE_LIMIT:g} in magnitude")
+    return block
 
 
 class Model(abc.ABC):
@@ -26,12 +95,10 @@ class Model(abc.ABC):
     bias: float
 
     def _set_header(self, solver_type, nr_class, label, nr_feature, bias) -> None:
-        """LIBLINEAR's header fields, normalised (every model file starts with them)."""
-        self.solver_type = int(solver_type)
-        self.nr_class = int(nr_class)
-        self.label = None if label is None else np.asarray(label, dtype=np.int32)
-        self.nr_feature = int(nr_feature)
-        self.bias = float(bias)
+        """LIBLINEAR's header fields, normalised (every model file starts with them)
+        and checked as training would make them (:func:`check_header`)."""
+        self.solver_type, self.nr_class, self.label, self.nr_feature, self.bias = \
+            check_header(solver_type, nr_class, label, nr_feature, bias)
 
     @staticmethod
     def _checked_weights(w, rows: int, nr_w: int, vector_ok: bool = False) -> np.ndarray:
@@ -92,12 +159,58 @@ class Model(abc.ABC):
             return p / p.sum(axis=1, keepdims=True)
 
 
+def check_header(solver_type, nr_class, label, nr_feature, bias):
+    """LIBLINEAR's header fields as training makes them, normalised: a known solver
+    type; classifiers with ``nr_class >= 1`` distinct labels (training refuses empty
+    data, so LIBLINEAR's ``nr_class 0`` model of no data is refused), regression and
+    one-class models with ``nr_class 2``; ``0 <= nr_feature <= 2**31 - 1``; a finite
+    bias (``< 0`` for one-class models, which take none).  Raises
+    :class:`ModelFieldError`."""
+    try:
+        st = SolverType(int(solver_type))
+    except (TypeError, ValueError):
+        raise ModelFieldError("solver_type", f"unknown solver type {solver_type!r}") from None
+    nr_feature = check_count("nr_feature", nr_feature, 0, INT32_MAX)
+    bias = check_number("bias", bias)
+    classifier = st not in REGRESSION_SOLVERS and st != SolverType.ONECLASS_SVM
+    if classifier:
+        if nr_class == 0:
+            raise ModelFieldError("nr_class", "nr_class 0: a classifier needs at least one class "
+                                              "(training refuses empty data; LIBLINEAR's model "
+                                              "of no data predicts nothing)")
+        nr_class = check_count("nr_class", nr_class, 1)
+        if label is None:
+            raise ModelFieldError("label", f"a {st.name} model needs its {nr_class} labels")
+        label = np.asarray(label)
+        if label.ndim != 1 or label.shape[0] != nr_class:
+            raise ModelFieldError("label", f"label: expected {nr_class} labels, found "
+                                           f"{label.size}")
+        if label.dtype.kind not in "iuf" or (label.size and not (
+                (np.trunc(label) == label).all() and label.min() >= -2 ** 31
+                and label.max() <= INT32_MAX)):
+            raise ModelFieldError("label", "labels must be 32-bit integers")
+        if np.unique(label).size != nr_class:
+            raise ModelFieldError("label", f"label {' '.join(str(v) for v in label.tolist())}: "
+                                           f"the labels must be distinct")
+        label = label.astype(np.int32)
+    else:
+        nr_class = check_count("nr_class", nr_class, 2, 2)
+        label = None if label is None else np.asarray(label, dtype=np.int32)
+    if st == SolverType.ONECLASS_SVM and bias >= 0:
+        raise ModelFieldError("bias", f"bias {bias:g}: a one-class model takes no bias "
+                                      f"(LIBLINEAR's check_parameter refuses -B >= 0 with -s 21)")
+    return int(st), nr_class, label, nr_feature, bias
+
+
 class LinearModel(Model):
-    """LIBLINEAR's linear model (any solver type)."""
+    """LIBLINEAR's linear model (any solver type that trains one)."""
 
     def __init__(self, solver_type, nr_class, label, nr_feature, bias, w, rho=0.0, param=None):
         self._set_header(solver_type, nr_class, label, nr_feature, bias)
-        self.rho = float(rho)
+        if self.solver_type not in LINEAR_SOLVER_TYPES:
+            raise ModelFieldError("solver_type", f"solver_type {SolverType(self.solver_type).name} "
+                                                 f"does not train a linear model")
+        self.rho = check_number("rho", rho)
         self.param = param
         self.w = self._checked_weights(w, self.nr_feature + (1 if self.bias >= 0 else 0),
                                        self.nr_w, vector_ok=True)

@@ -577,6 +577,11 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
     and every lcoding option against its domain."""
     check_domains(params)
     bias = params.bias if bias is None else bias
+    if not (math.isfinite(bias) and abs(bias) <= 1e100):
+        # LIBLINEAR takes any -B; inf/nan give inf/nan decision values, and a model
+        # holding a bias beyond 1e100 would not load (lcoding.core.model.VALUE_LIMIT)
+        raise ValueError(f"Error: bias {bias!r} must be finite and at most 1e+100 in "
+                         f"magnitude (option -B)")
     if not params.eps > 0:
         raise ValueError("Error: eps <= 0 (option -e)")
     if not params.C > 0:

@@ -20,7 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
+from lcoding.core.threads import check_stop
+
 INT32_MAX = np.iinfo(np.int32).max
+# values per chunk when converting dense arrays (rows_from_dense)
+DENSE_CHUNK = 1 << 22
 
 
 @dataclass
@@ -109,11 +113,25 @@ def rows_from_dense(x, name="x") -> Rows:
     if a.dtype.kind not in "biuf":
         raise TypeError(f"{name}: dense array of dtype {a.dtype} is not numeric")
     a = np.ascontiguousarray(a, dtype=np.float64)
-    if not np.isfinite(a).all():
-        r, c = np.argwhere(~np.isfinite(a))[0]
-        raise ValueError(f"{name}: row {r} has a non-finite value {a[r, c]!r} at feature index {c + 1}")
-    csr = sp.csr_matrix(a)
-    return _finish(name, csr.data, csr.indices, csr.indptr, a.shape[1])
+    n, d = a.shape
+    # in chunks of rows (a Ctrl-C check between them, and no n x d temporaries)
+    step = max(1, DENSE_CHUNK // max(d, 1))
+    counts = np.zeros(n + 1, dtype=np.int64)
+    data, indices = [], []
+    for r0 in range(0, n, step):
+        check_stop()
+        block = a[r0:r0 + step]
+        if not np.isfinite(block).all():
+            r, c = np.argwhere(~np.isfinite(block))[0]
+            raise ValueError(f"{name}: row {r0 + r} has a non-finite value {block[r, c]!r} at "
+                             f"feature index {c + 1}")
+        nz = block != 0
+        counts[r0 + 1:r0 + 1 + block.shape[0]] = nz.sum(axis=1)
+        data.append(block[nz])
+        indices.append(np.nonzero(nz)[1].astype(np.int32))
+    indptr = np.cumsum(counts)
+    return _finish(name, np.concatenate(data) if data else np.zeros(0),
+                   np.concatenate(indices) if indices else np.zeros(0, np.int32), indptr, d)
 
 
 def _rows_from_dicts(x, name) -> Rows:
@@ -169,14 +187,25 @@ def _rows_from_sequences(x, name) -> Rows:
     for r, xi in enumerate(x):
         if isinstance(xi, tuple) and len(xi) == 2 and isinstance(xi[0], np.ndarray) \
                 and isinstance(xi[1], np.ndarray):
+            if xi[0].dtype.kind not in "iu" and not (
+                    xi[0].dtype.kind == "f" and np.isfinite(xi[0]).all()
+                    and (np.trunc(xi[0]) == xi[0]).all()):
+                raise TypeError(f"{name}: row {r}: the index array holds {xi[0].dtype} values, "
+                                f"not integers")
             ind = np.asarray(xi[0], dtype=np.int64)
             val = np.asarray(xi[1], dtype=np.float64)
-            if ind.shape != val.shape:
-                raise ValueError(f"{name}: row {r}: index and value arrays differ in length")
+            if ind.ndim != 1 or ind.shape != val.shape:
+                raise ValueError(f"{name}: row {r}: index and value arrays must be 1-D of the "
+                                 f"same length, got shapes {ind.shape} and {val.shape}")
             if ind.size and ind.min() < 0:
                 raise ValueError(f"{name}: row {r} has a negative 0-based feature index")
             order = np.argsort(ind, kind="stable")
-            rows.append((ind[order], val[order]))
+            ind, val = ind[order], val[order]
+            if ind.size > 1 and (ind[1:] == ind[:-1]).any():
+                dup = int(ind[1:][ind[1:] == ind[:-1]][0])
+                raise ValueError(f"{name}: row {r}: feature index {dup + 1} appears more than "
+                                 f"once in the row (0-based index {dup} in the index array)")
+            rows.append((ind, val))
         else:
             try:
                 val = np.asarray(xi, dtype=np.float64)

@@ -11,6 +11,9 @@ import numpy as np
 # rng_state(seed, PURPOSE, *path): the first element after the seed
 PURPOSE_SOLVER = 1        # sample order of a solver; path (fold..., class column)
 PURPOSE_CV = 2            # the permutation cutting cross-validation folds
+PURPOSE_COCOA = 3         # CoCoA+ (-m N on one binary problem): seeded by the problem's own
+                          # solver stream; path (0: the row split | k + 1: partition k's order)
+PURPOSE_DASK_SAMPLE = 4   # lcoding.dask: the row sample the anchors / planes are learned on
 PURPOSE_ANCHORS = 10      # k-means / random anchors of the local codings
 PURPOSE_SVD = 11          # randomised SVD of the OCC anchor planes; path (..., class + 1)
 PURPOSE_LANDMARKS = 20    # landmarks of the kernel PCA map

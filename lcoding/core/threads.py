@@ -1,9 +1,14 @@
 """Threads: lcoding's kernels release the GIL, so Python threads run them in
-parallel (``-m``); BLAS is kept to one thread inside them."""
+parallel (``-m``); BLAS is kept to one thread inside them.  Ctrl-C stops training
+within a pass, whatever ``-m`` is (:func:`run_interruptible`, :func:`check_stop`)."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
+import threading
 from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
 
 try:    # ships with scikit-learn; without it BLAS keeps its own thread count
     from threadpoolctl import threadpool_limits as _threadpool_limits
@@ -51,18 +56,149 @@ def split_ranges(n: int, parts: int, align: int = CODE_BLOCK):
     return [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
 
 
+# ------------------------------------------------------------------ Ctrl-C
+# Python runs signal handlers in the main thread only, between bytecodes.  Training
+# runs in a worker thread (:func:`run_interruptible`) or in pools of them
+# (:func:`map_threads`) while the main thread waits; a KeyboardInterrupt there sets
+# the stop request below, which every pass loop checks between passes
+# (:func:`check_stop`) and the long kernels read between blocks of rows
+# (:data:`STOP_FLAG`), so training stops within a pass instead of finishing the
+# solves already running.
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Raised in lcoding's worker threads when the main thread got KeyboardInterrupt
+    (Ctrl-C); the main thread re-raises its own KeyboardInterrupt."""
+
+
+_stop = threading.Event()
+# The same request for the kernels: a uint8[::1] they read between blocks of rows
+# (``stop[0] != 0``: return early; the caller then raises through check_stop).
+STOP_FLAG = np.zeros(1, dtype=np.uint8)
+_lock = threading.Lock()
+_busy_workers = 0          # lcoding worker threads still running (guarded by _lock)
+
+
+def stop_requested() -> bool:
+    """Whether Ctrl-C asked the training under way to stop."""
+    return _stop.is_set()
+
+
+def check_stop() -> None:
+    """Raise :class:`TrainingInterrupted` when Ctrl-C asked training to stop (called
+    by the pass loops between passes; costs one attribute lookup)."""
+    if _stop.is_set():
+        raise TrainingInterrupted("training stopped by KeyboardInterrupt in the main thread")
+
+
+def _request_stop() -> bool:
+    """Set the stop request; True when this call set it (the caller then clears it)."""
+    with _lock:
+        if _stop.is_set():
+            return False
+        STOP_FLAG[0] = 1
+        _stop.set()
+        return True
+
+
+def _clear_stop() -> None:
+    with _lock:
+        _stop.clear()
+        STOP_FLAG[0] = 0
+
+
+def _forget_stale_stop() -> None:
+    """A stop request left set by an interrupted wait (a second Ctrl-C) is cleared
+    once its workers are gone, before new work starts in the main thread."""
+    with _lock:
+        if _stop.is_set() and _busy_workers == 0:
+            _stop.clear()
+            STOP_FLAG[0] = 0
+
+
+def _in_worker(context, fn, *args):
+    """``fn(*args)`` in the caller's context (numpy's errstate lives there), counted
+    as a busy worker."""
+    global _busy_workers
+    with _lock:
+        _busy_workers += 1
+    try:
+        return context.run(fn, *args)
+    finally:
+        with _lock:
+            _busy_workers -= 1
+
+
+def _wait_all(pool: ThreadPoolExecutor, futures) -> list:
+    """Results of ``futures`` in order.  On KeyboardInterrupt in the main thread (or a
+    worker's TrainingInterrupted): request the stop, drop the items not started, wait
+    for the running ones (they stop at their next check) and re-raise; on any other
+    error, drop the items not started and re-raise."""
+    main = threading.current_thread() is threading.main_thread()
+    try:
+        return [future.result() for future in futures]
+    except KeyboardInterrupt:
+        owner = main and _request_stop()
+        pool.shutdown(wait=True, cancel_futures=True)
+        if owner:
+            _clear_stop()
+        raise
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    finally:
+        pool.shutdown(wait=True)
+
+
 def map_threads(fn, items, n_threads: int) -> list:
     """``[fn(item) for item in items]``, in at most ``n_threads`` threads when there is
-    more than one item (the kernels release the GIL); results in the items' order."""
+    more than one item (the kernels release the GIL); results in the items' order.
+
+    Ctrl-C (in the main thread, or a stop request) stops the items under way at their
+    next check and skips the others; KeyboardInterrupt is raised."""
     items = list(items)
     if n_threads > 1 and len(items) > 1:
-        with ThreadPoolExecutor(max_workers=min(n_threads, len(items))) as pool:
-            return list(pool.map(fn, items))
-    return [fn(item) for item in items]
+        if threading.current_thread() is threading.main_thread():
+            _forget_stale_stop()
+        pool = ThreadPoolExecutor(max_workers=min(n_threads, len(items)),
+                                  thread_name_prefix="lcoding")
+        futures = [pool.submit(_in_worker, contextvars.copy_context(), fn, item)
+                   for item in items]
+        return _wait_all(pool, futures)
+    results = []
+    for item in items:
+        check_stop()
+        results.append(fn(item))
+    return results
+
+
+def run_interruptible(fn, *args):
+    """``fn(*args)``, run in a worker thread when called from the main thread, so that
+    the main thread stays free to take Ctrl-C: a KeyboardInterrupt then sets the stop
+    request, waits for the worker to stop at its next check (the pass loops and long
+    kernels check between passes and blocks of rows) and is re-raised.  From any other
+    thread ``fn`` runs in place."""
+    if threading.current_thread() is not threading.main_thread():
+        return fn(*args)
+    _forget_stale_stop()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="lcoding-train")
+    future = pool.submit(_in_worker, contextvars.copy_context(), fn, *args)
+    return _wait_all(pool, [future])[0]
+
+
+# rows per kernel call of run_ranges: a multiple of CODE_BLOCK, small enough that one
+# call (coding MNIST-size rows against 200 anchors) returns well within 0.1 s
+RANGE_CHUNK = 16 * CODE_BLOCK
 
 
 def run_ranges(work, n: int, n_threads: int) -> None:
     """``work((start, stop))`` over the :func:`split_ranges` of ``n`` rows, in
-    ``n_threads`` threads (the kernels release the GIL)."""
-    map_threads(work, split_ranges(n, n_threads), n_threads)
+    ``n_threads`` threads (the kernels release the GIL).  Each thread's range is
+    worked in chunks of at most :data:`RANGE_CHUNK` rows (chunk starts stay multiples
+    of ``CODE_BLOCK``, so the results do not change) with a stop check between them."""
+    def chunked(rng):
+        a, b = rng
+        for start in range(a, b, RANGE_CHUNK):
+            check_stop()
+            work((start, min(b, start + RANGE_CHUNK)))
 
+    map_threads(chunked, split_ranges(n, n_threads), n_threads)

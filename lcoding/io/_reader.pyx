@@ -164,7 +164,9 @@ cdef struct ParseState:
     int64_t error_line
     Py_ssize_t error_start   # offending text, as offsets into the buffer parsed
     Py_ssize_t error_end
-    int64_t error_detail     # the index, for DUPLICATE_INDEX / INDEX_ABOVE_LIMIT
+    int64_t error_detail     # the index, for DUPLICATE_INDEX / INDEX_ABOVE_LIMIT;
+                             # the bytes asked for, for NO_MEMORY
+    int64_t nomem_bytes      # size of the last allocation that failed
 
 
 # ---------------------------------------------------------------- numbers
@@ -451,10 +453,12 @@ cdef int reserve_entries(ParseState* st, Py_ssize_t extra) noexcept nogil:
         cap = cap * 2 if cap >= 4096 else 4096
     grown = realloc(st.indices, cap * sizeof(int32_t))
     if grown == NULL:
+        st.nomem_bytes = cap * sizeof(int32_t)
         return -1
     st.indices = <int32_t*>grown
     grown = realloc(st.values, cap * sizeof(double))
     if grown == NULL:
+        st.nomem_bytes = cap * sizeof(double)
         return -1
     st.values = <double*>grown
     st.cap_nnz = cap
@@ -469,10 +473,12 @@ cdef int reserve_row(ParseState* st) noexcept nogil:
     cap = cap * 2 if cap >= 1024 else 1024
     grown = realloc(st.labels, cap * sizeof(double))
     if grown == NULL:
+        st.nomem_bytes = cap * sizeof(double)
         return -1
     st.labels = <double*>grown
     grown = realloc(st.indptr, (cap + 1) * sizeof(int64_t))
     if grown == NULL:
+        st.nomem_bytes = (cap + 1) * sizeof(int64_t)
         return -1
     st.indptr = <int64_t*>grown
     st.cap_rows = cap
@@ -491,7 +497,7 @@ cdef int sort_row(ParseState* st, Py_ssize_t start) noexcept nogil:
     if n > st.cap_scratch:
         grown = realloc(st.scratch, n * sizeof(Entry))
         if grown == NULL:
-            return fail(st, NO_MEMORY, 0, 0, 0)
+            return fail(st, NO_MEMORY, 0, 0, <int64_t>(n * sizeof(Entry)))
         st.scratch = <Entry*>grown
         st.cap_scratch = n
     for i in range(n):
@@ -568,7 +574,7 @@ cdef int parse_features(ParseState* st, const unsigned char* buf, Py_ssize_t* po
             in_order[0] = False
         previous = index
         if st.nnz >= st.cap_nnz and reserve_entries(st, 1) != 0:
-            return fail(st, NO_MEMORY, start, stop, 0)
+            return fail(st, NO_MEMORY, start, stop, st.nomem_bytes)
         st.indices[st.nnz] = <int32_t>(index - 1)
         st.values[st.nnz] = value
         st.nnz += 1
@@ -629,7 +635,7 @@ cdef int parse_row(ParseState* st, const unsigned char* buf, Py_ssize_t* pos,
     if st.nnz > row_start and st.indices[st.nnz - 1] >= st.max_index:
         st.max_index = <int64_t>st.indices[st.nnz - 1] + 1
     if st.n_rows >= st.cap_rows and reserve_row(st) != 0:
-        return fail(st, NO_MEMORY, start, stop, 0)
+        return fail(st, NO_MEMORY, start, stop, st.nomem_bytes)
     st.labels[st.n_rows] = label
     st.n_rows += 1
     st.indptr[st.n_rows] = st.nnz
@@ -727,7 +733,7 @@ cdef class LibsvmParser:
         self.st.status = OK
         self.st.indptr = <int64_t*>malloc(sizeof(int64_t))
         if self.st.indptr == NULL:
-            raise MemoryError()
+            raise MemoryError("LibsvmParser: cannot allocate the 8-byte row pointer array")
         self.st.indptr[0] = 0
         self.error_token = b""
 
@@ -782,7 +788,8 @@ cdef class LibsvmParser:
                 cap = cap * 2 if cap >= 4096 else 4096
             grown = realloc(self.carry, cap)
             if grown == NULL:
-                raise MemoryError()
+                raise MemoryError(f"reading: cannot allocate {cap} bytes to hold one line "
+                                  f"of the input")
             self.carry = <unsigned char*>grown
             self.carry_cap = cap
         if n > 0:
@@ -861,7 +868,7 @@ cdef class LibsvmParser:
         st.values = NULL
         st.indptr = <int64_t*>malloc(sizeof(int64_t))
         if st.indptr == NULL:
-            raise MemoryError()
+            raise MemoryError("LibsvmParser: cannot allocate the 8-byte row pointer array")
         st.indptr[0] = 0
         st.n_rows = st.cap_rows = st.nnz = st.cap_nnz = 0
         return labels, indptr, indices, values
@@ -894,7 +901,7 @@ def parse_float(bytes token not None):
         raise ValueError(f"not a number: {token!r}")
     converted = decimal_to_double(s, n, &d, &value)
     if converted == FLOAT_NO_MEMORY:
-        raise MemoryError()
+        raise MemoryError(f"parse_float: cannot allocate a copy of the {n}-byte token")
     if converted != FLOAT_OK:
         raise ValueError(f"not a number: {token!r}")
     return value
@@ -920,6 +927,8 @@ cdef extern from *:
 
 cdef enum:
     FLOAT_CACHE_BITS = 12       # direct-mapped cache of 4096 recently made floats
+    KEY_TABLE_SLACK = 4         # row_dicts: a direct table of index objects while the
+    KEY_TABLE_MIN = 65536       # largest index <= SLACK * values + MIN
 
 
 def row_dicts(const int64_t[::1] indptr not None, const int32_t[::1] indices not None,
@@ -931,8 +940,16 @@ def row_dicts(const int64_t[::1] indptr not None, const int32_t[::1] indices not
     between equal values (same bits) that come close together (LIBSVM data
     often repeat a few values); floats are immutable, so this is invisible
     except to ``is``.
+
+    Memory is O(number of values), whatever the indices: the table of shared
+    index objects is indexed by the index itself only while the largest index
+    is at most KEY_TABLE_SLACK times the number of values (plus a constant);
+    beyond that it holds the distinct indices only (numpy.unique gives each
+    value the position of its index among them), so a file with one value at
+    index 2**31 - 1 costs no more than one with a value at index 1.
     """
-    cdef Py_ssize_t n_rows = indptr.shape[0] - 1, i, slot, k
+    cdef Py_ssize_t n_rows = indptr.shape[0] - 1, i, slot, k, pos
+    cdef Py_ssize_t nnz = indices.shape[0]
     cdef int64_t p
     cdef int32_t largest = -1
     cdef uint64_t bits
@@ -940,10 +957,19 @@ def row_dicts(const int64_t[::1] indptr not None, const int32_t[::1] indices not
     cdef list keys, out, cached_floats
     cdef dict row
     cdef object number
-    for p in range(indices.shape[0]):
+    cdef bint direct
+    cdef const int64_t[::1] key_pos
+    for p in range(nnz):
         if indices[p] > largest:
             largest = indices[p]
-    keys = list(range(<Py_ssize_t>largest + 2))
+    direct = <int64_t>largest + 2 <= KEY_TABLE_SLACK * <int64_t>nnz + KEY_TABLE_MIN
+    if direct:
+        keys = list(range(<Py_ssize_t>largest + 2))
+    else:
+        # sparse indices: one key object per distinct index, found by position
+        distinct_array, inverse = np.unique(np.asarray(indices), return_inverse=True)
+        keys = [int(v) + 1 for v in distinct_array]
+        key_pos = np.ascontiguousarray(inverse, dtype=np.int64).reshape(-1)
     cached_floats = [None] * (1 << FLOAT_CACHE_BITS)
     out = [None] * n_rows
     for i in range(n_rows):
@@ -955,8 +981,9 @@ def row_dicts(const int64_t[::1] indptr not None, const int32_t[::1] indices not
                 cached_floats[slot] = values[p]
                 cached_bits[slot] = bits
             k = indices[p] + 1
+            pos = k if direct else key_pos[p]
             # borrowed references: keys and cached_floats hold them
-            dict_set_int_key(row, PyList_GET_ITEM(keys, k),
+            dict_set_int_key(row, PyList_GET_ITEM(keys, pos),
                              PyList_GET_ITEM(cached_floats, slot), k)
         out[i] = row
     return out

@@ -266,7 +266,10 @@ def _raise_format_error(parser, name, lines_before):
     status = parser.status
     line = lines_before + parser.error_line
     if status == Status.NO_MEMORY:
-        raise MemoryError(f"{name}:{line}: out of memory while reading")
+        wanted = parser.error_detail
+        what = (f": cannot allocate {wanted} bytes ({wanted / 2 ** 20:.1f} MiB) for the "
+                f"parsed labels, indices and values" if wanted > 0 else "")
+        raise MemoryError(f"{name}:{line}: out of memory while reading{what}")
     token = parser.error_token.decode("ascii", "backslashreplace")
     if len(token) > 60:
         token = token[:57] + "..."

@@ -17,12 +17,37 @@
 #
 # One call = one outer iteration (a random permutation of the active set and one
 # sweep with shrinking).  The Python driver owns the stopping rule, the shrinking
-# thresholds PGmax_old / PGmin_old between calls and the iteration cap.
+# thresholds PGmax_old / PGmin_old between calls and the iteration cap.  An optional
+# stop flag (Ctrl-C, _stop.pxd) ends the sweep early; the driver then raises.
+#
+# CoCoA+ local subproblem (Ma, Smith, Jaggi et al., ICML 2015, "Adding vs.
+# averaging in distributed primal-dual optimization", eq. (9), G_k^{sigma'}):
+# with the rows split into K partitions P_k, partition k improves its own
+# coordinates alpha_i + dalpha_i (i in P_k) on
+#
+#     min_dalpha  <W, u_k> + sigma'/2 ||u_k||^2
+#                 + sum_{i in P_k} [ D_ii/2 (alpha_i + dalpha_i)^2 - (alpha_i + dalpha_i) ],
+#     u_k = sum_{i in P_k} y_i dalpha_i z_i ,
+#
+# (eq. (9) in LIBLINEAR's scaling, lambda n = 1, up to its constant terms), and the
+# driver adds the updates, W <- W + gamma sum_k u_k with gamma = 1 and sigma' =
+# gamma K (the paper's safe choice).  Coordinate i of the subproblem has gradient
+# y_i <W + sigma' u_k, z_i> - 1 + D_ii (alpha_i + dalpha_i) and curvature
+# sigma' ||z_i||^2 + D_ii, so this pass solves it unchanged when it runs on the
+# partition's working copy  W~ = W + sigma' u_k  with
+#
+#     sigma = sigma'  (the scale of every axpy into W~),
+#     QD_i  = sigma' ||z_i||^2 + D_ii ,
+#
+# over an index holding the partition's rows only.  The driver recovers
+# u_k = (W~ - W) / sigma'.  sigma = 1 with one partition is LIBLINEAR's pass (the
+# axpy scale 1.0 * d is d exactly).
 from libc.math cimport fabs
 from libc.stdint cimport int64_t, uint64_t
 
 from lcoding.core._rng cimport rng_shuffle_prefix
 from lcoding.core._rows cimport CodedRows, make_rows, coded_dot, coded_axpy, coded_sqnorm
+from lcoding.core._stop cimport stop_pointer, stop_requested
 
 cdef double INF = float("inf")
 
@@ -46,7 +71,7 @@ def dual_cd_pass(
         Py_ssize_t n_features, double bias,
         const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN
         const signed char[::1] y,          # IN  +1 / -1
-        const double[::1] QD,              # IN  ||z_i||^2 + D_ii
+        const double[::1] QD,              # IN  sigma ||z_i||^2 + D_ii
         const double[::1] diag,            # IN  D_ii
         const double[::1] upper_bound,     # IN  U_i
         double[::1] alpha,                 # INOUT
@@ -55,8 +80,13 @@ def dual_cd_pass(
         Py_ssize_t active_size,
         double PGmax_old, double PGmin_old,
         uint64_t[::1] rng_state,           # INOUT
-        double shared_bias=-1.0):          # one bias shared by all anchors, weight W[-1]
-    """One outer iteration; returns ``(active_size, PGmax_new, PGmin_new)``."""
+        double shared_bias=-1.0,           # one bias shared by all anchors, weight W[-1]
+        double sigma=1.0,                  # CoCoA+ sigma': scale of the axpy into W
+        const unsigned char[::1] stop=None):  # IN stop flag: return mid-sweep when set
+    """One outer iteration; returns ``(active_size, PGmax_new, PGmin_new)``.
+
+    ``sigma`` != 1: a pass of the CoCoA+ local subproblem (header; ``W`` is the
+    partition's working copy, ``QD`` holds ``sigma ||z_i||^2 + D_ii``)."""
     cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
                                     anchor_idx, coding_weight, shared_bias, W.shape[0] - 1)
     cdef Py_ssize_t s, i, j
@@ -67,12 +97,15 @@ def dual_cd_pass(
     cdef signed char yi
     cdef double* Wp = &W[0]
     cdef uint64_t* state = &rng_state[0]
+    cdef const unsigned char* stop_p = stop_pointer(stop)
 
     with nogil:
         rng_shuffle_prefix(&index[0], active_size, state)
 
         s = 0
         while s < active_size:
+            if stop_requested(stop_p):
+                break               # Ctrl-C: the caller discards this pass
             i = index[s]
             yi = y[i]
             G = yi * coded_dot(&rows, i, Wp) - 1.0 + alpha[i] * diag[i]
@@ -114,7 +147,7 @@ def dual_cd_pass(
                 elif alpha[i] > U:
                     alpha[i] = U
                 d = (alpha[i] - alpha_old) * yi
-                coded_axpy(&rows, i, d, Wp)
+                coded_axpy(&rows, i, sigma * d, Wp)
             s += 1
 
     return active_size, PGmax_new, PGmin_new

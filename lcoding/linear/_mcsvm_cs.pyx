@@ -12,7 +12,8 @@
 # z_i = gamma(x_i) (x) [x_i; B]: the Crammer-Singer alternative to one-vs-all the
 # LL-SVM paper names (Ladicky & Torr 2011, sec. 3), anchors and codes shared by the
 # classes; W then has n_anchors * stride rows and row a * stride + j holds feature j
-# at anchor a for every class.  z_i is never materialised.  Each visit of a row
+# at anchor a for every class (no rows when stride = 0: no features and no bias, so
+# every z_i is zero and nothing is trained).  z_i is never materialised.  Each visit of a row
 # i solves its whole nr_class-variable sub-problem exactly: with A = ||x_i||^2 and
 # B_m = G_m - A alpha^m_i (G_m = w_m . x_i + e^m_i), the solution is
 # alpha^m_i = min(C^m_i, (beta - B_m) / A) with beta found by sorting B (plus A C_{y_i}
@@ -25,13 +26,15 @@
 #
 # One call = one outer iteration (random permutation of the active rows and one
 # sweep); the Python driver owns the shrinking tolerance schedule, the un-shrinking,
-# the stopping rule and the iteration cap.
+# the stopping rule and the iteration cap.  An optional stop flag (Ctrl-C,
+# _stop.pxd) ends the sweep early; the driver then raises.
 from libc.math cimport fabs, INFINITY
 from libc.stdint cimport int64_t, uint64_t
 from libc.stdlib cimport qsort
 
 from lcoding.core._rng cimport rng_shuffle_prefix
 from lcoding.core._rows cimport CodedRows, make_rows
+from lcoding.core._stop cimport stop_pointer, stop_requested
 
 # Above this many active classes the sub-problem sorts with qsort; below, insertion
 # sort is faster (no call per comparison) and the usual case.
@@ -186,7 +189,8 @@ def mcsvm_cs_pass(
         Py_ssize_t active_size,
         double[:, ::1] work,               # SCRATCH (5, nr_class)
         int[::1] changed_class,            # SCRATCH (nr_class,)
-        uint64_t[::1] rng_state):          # INOUT
+        uint64_t[::1] rng_state,           # INOUT
+        const unsigned char[::1] stop=None):  # IN stop flag: return mid-sweep when set
     """One outer iteration; returns ``(active_size, stopping)`` where ``stopping`` is
     the largest gradient spread max G - min G over the rows updated (-inf if none)."""
     cdef Py_ssize_t nr_class = alpha.shape[1]
@@ -216,8 +220,8 @@ def mcsvm_cs_pass(
     if anchor_idx.shape[0] > 0:
         # the caller (lcoding.local.coding) guarantees anchor ids in [0, W.shape[0] / stride)
         if (anchor_idx.shape[0] != n or coding_weight.shape[0] != n
-                or coding_weight.shape[1] != anchor_idx.shape[1] or stride == 0
-                or W.shape[0] % stride != 0):
+                or (stride == 0 and W.shape[0] != 0)
+                or (stride > 0 and W.shape[0] % stride != 0)):
             raise ValueError("mcsvm_cs_pass: the coding disagrees with the rows or W")
     elif W.shape[0] < stride:
         raise ValueError("mcsvm_cs_pass: W has fewer rows than the features (and bias)")
@@ -237,11 +241,14 @@ def mcsvm_cs_pass(
     d_ind = &changed_class[0]
     Wp = &W[0, 0] if W.shape[0] > 0 else NULL
 
+    cdef const unsigned char* stop_p = stop_pointer(stop)
     with nogil:
         rng_shuffle_prefix(&index[0], active_size, state)
 
         s = 0
         while s < active_size:
+            if stop_requested(stop_p):
+                break               # Ctrl-C: the caller discards this pass
             i = index[s]
             Ai = QD[i]
             if Ai <= 0.0:

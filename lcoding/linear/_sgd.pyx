@@ -11,10 +11,12 @@
 #
 # W is stored as scale * W_stored, so the decay is O(1); the scale is folded back
 # into W_stored when it gets small.  One call = one epoch in the caller's order;
-# (scale, t, count) persist across calls in `state`.
+# (scale, t, count) persist across calls in `state`.  An optional stop flag (Ctrl-C,
+# _stop.pxd) ends an epoch or a loss sum early; the driver then raises.
 from libc.stdint cimport int64_t
 
 from lcoding.core._rows cimport CodedRows, make_rows, coded_dot, coded_axpy, coded_bias
+from lcoding.core._stop cimport stop_pointer, stop_requested
 
 cdef double RESCALE_BELOW = 1e-9
 
@@ -29,7 +31,8 @@ def sgd_epoch(
         double[::1] W,              # INOUT (n_anchors * n_features) scaled local weights
         double[::1] b,              # INOUT (n_anchors,) biases (unscaled)
         double[::1] state,          # INOUT [scale, t, count]
-        double lam, double t0, double skip, double bias):
+        double lam, double t0, double skip, double bias,
+        const unsigned char[::1] stop=None):  # IN stop flag: return mid-epoch when set
     """One epoch; returns ``(sum of hinge losses before each step, #violations)``.
 
     ``bias < 0`` trains no biases; otherwise the bias coordinate has value ``bias``.
@@ -43,8 +46,11 @@ def sgd_epoch(
     cdef Py_ssize_t n_viol = 0
     cdef bint linear = rows.anchor_idx == NULL
     cdef double* Wp = &W[0]
+    cdef const unsigned char* stop_p = stop_pointer(stop)
     with nogil:
         for s in range(n):
+            if stop_requested(stop_p):
+                break               # Ctrl-C: the caller discards this epoch
             i = order[s]
             t += 1.0
             eta = 1.0 / (lam * (t + t0))
@@ -87,7 +93,8 @@ def hinge_loss_sum(
         const double[::1] cost,     # IN per-row loss weight
         const double[::1] W,        # IN (n_anchors * n_features) local weights (unscaled)
         const double[::1] b,        # IN (n_anchors,) biases
-        double bias):
+        double bias,
+        const unsigned char[::1] stop=None):  # IN stop flag: return a partial sum when set
     """``sum_i cost_i max(0, 1 - y_i f(x_i))`` for the final weights: the data term
     of the primal objective that ``-s 30`` reports (one pass of dot products)."""
     cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, -1.0,
@@ -96,8 +103,11 @@ def hinge_loss_sum(
     cdef Py_ssize_t i
     cdef double f, margin, total = 0.0
     cdef const double* Wp = &W[0]
+    cdef const unsigned char* stop_p = stop_pointer(stop)
     with nogil:
         for i in range(n):
+            if stop_requested(stop_p):
+                break
             f = coded_dot(&rows, i, Wp)
             if bias >= 0:
                 f += bias * coded_bias(&rows, i, &b[0])

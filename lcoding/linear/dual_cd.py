@@ -13,6 +13,7 @@ import numpy as np
 from lcoding.linear import _dual_cd
 from lcoding.core.messages import Messages
 from lcoding.core.options import TrainParams
+from lcoding.core.threads import STOP_FLAG, check_stop
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import BinaryProblem, SolveResult
 
@@ -55,7 +56,8 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
         active_size, PGmax_new, PGmin_new = _dual_cd.dual_cd_pass(
             rows.data, rows.indices, rows.indptr, rows.n_features, bias,
             anchor_idx, coding_weight, y, QD, diag, upper, alpha, W, index,
-            active_size, PGmax_old, PGmin_old, prob.rng_state, shared_bias)
+            active_size, PGmax_old, PGmin_old, prob.rng_state, shared_bias, stop=STOP_FLAG)
+        check_stop()            # Ctrl-C: the pass may have ended early
         it += 1
         if it % 10 == 0:
             info(".")

@@ -16,6 +16,7 @@ from lcoding.core.rows import Rows
 from lcoding.core.options import TrainParams
 from lcoding.linear.problem import EMPTY_IDX, EMPTY_WEIGHT, BinaryProblem, Coding, SolveResult
 from lcoding.core.messages import Messages
+from lcoding.core.threads import STOP_FLAG, check_stop
 from lcoding.linear.newton import train_l2r_l2loss_svr
 
 # LIBLINEAR's iteration caps of the solvers that do not use the dual cap (-s 12/13 use
@@ -63,6 +64,7 @@ def solve_l2r_l1l2_svr(prob: BinaryProblem, params: TrainParams, info: Messages,
     Gnorm1_init = -1.0
     it = 0
     while it < max_iter:
+        check_stop()
         active_size, Gmax_new, Gnorm1_new = _dual_svr.svr_dual_pass(
             rows.data, rows.indices, rows.indptr, rows.n_features, prob.bias,
             anchor_idx, coding_weight, y, QD, lam, upper, p, beta, W, index,
@@ -146,6 +148,7 @@ def solve_oneclass_svm(rows: Rows, params: TrainParams, info: Messages,
     active_size = n
     it = 0
     while it < max_iter:
+        check_stop()
         converged, active_size = _oneclass.oneclass_pass(
             rows.data, rows.indices, rows.indptr, QD, eps, alpha, w, G, index,
             active_size, scratch, rng_state)
@@ -233,7 +236,8 @@ def solve_mcsvm_cs(rows: Rows, class_index: np.ndarray, nr_class: int,
             rows.data, rows.indices, rows.indptr, rows.n_features, bias, anchor_idx,
             coding_weight, y, class_C, QD,
             alpha, W, alpha_index, y_index, active_size_i, index, active_size, work,
-            changed_class, rng_state)
+            changed_class, rng_state, stop=STOP_FLAG)
+        check_stop()            # Ctrl-C: the pass may have ended early
         it += 1
         if it % 10 == 0:
             info(".")

@@ -18,6 +18,7 @@ from lcoding.linear import _l1r
 from lcoding.core.options import TrainParams
 from lcoding.linear.problem import BinaryProblem, SolveResult
 from lcoding.core.messages import Messages
+from lcoding.core.threads import check_stop
 
 L1R_L2SVC_MAX_ITER = 1000       # LIBLINEAR's outer cap of solve_l1r_l2_svc
 L1R_LR_MAX_NEWTON_ITER = 100    # newGLMNET outer (Newton) iterations
@@ -101,6 +102,7 @@ def solve_l1r_l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     Gnorm1_init = -1.0
     it = 0
     while it < L1R_L2SVC_MAX_ITER:
+        check_stop()
         active_size, Gmax_new, Gnorm1_new, n_recomputed = _l1r.l1r_l2svc_pass(
             cols.col_ptr, cols.row_idx, yx, C, xj_sq, b, w, index, active_size,
             Gmax_old, unreg, prob.rng_state)
@@ -165,6 +167,7 @@ def solve_l1r_lr(prob: BinaryProblem, params: TrainParams, info: Messages,
     Gnorm1_init = -1.0
     newton_iter = 0
     while newton_iter < L1R_LR_MAX_NEWTON_ITER:
+        check_stop()
         active_size, Gmax_new, Gnorm1_new = _l1r.l1r_lr_gradient_pass(
             cols.col_ptr, cols.row_idx, cols.value, D, tau, xjneg_sum, w, Hdiag, Grad,
             index, Gmax_old, unreg, nu)
@@ -178,6 +181,7 @@ def solve_l1r_lr(prob: BinaryProblem, params: TrainParams, info: Messages,
         QP_active_size = active_size
         xTd.fill(0.0)
         while cycles < L1R_LR_MAX_CD_CYCLES:
+            check_stop()
             QP_active_size, QP_Gmax_new, QP_Gnorm1_new = _l1r.l1r_lr_cd_cycle(
                 cols.col_ptr, cols.row_idx, cols.value, D, Grad, Hdiag, w, wpd, xTd, index,
                 QP_active_size, QP_Gmax_old, unreg, nu, prob.rng_state)

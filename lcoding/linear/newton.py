@@ -37,6 +37,7 @@ from lcoding.linear import _dual_cd, _dual_lr, _newton
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.linear.problem import BinaryProblem, SolveResult
 from lcoding.core.messages import Messages
+from lcoding.core.threads import check_stop
 
 # newton.cpp's constants
 NEWTON_MAX_ITER = 1000
@@ -102,6 +103,7 @@ def _preconditioned_cg(fun: _newton.ErmObjective, g: np.ndarray, M: np.ndarray,
     cg_iter = 0
     max_cg_iter = max(n, 5)
     while cg_iter < max_cg_iter:
+        check_stop()
         cg_iter += 1
         fun.hessian_vector(d, Hd)
         dHd = float(d @ Hd)
@@ -176,6 +178,7 @@ def newton(fun: _newton.ErmObjective, w: np.ndarray, eps: float, info: Messages,
     steps = 0
     search = not gnorm <= eps * gnorm0
     while it <= max_iter and search:
+        check_stop()
         fun.diag_preconditioner(M)
         M *= PRECONDITIONER_BLEND
         M += 1.0 - PRECONDITIONER_BLEND
@@ -265,6 +268,7 @@ def solve_l2r_lr_dual(prob: BinaryProblem, params: TrainParams, info: Messages,
     inner_eps_min = min(LR_DUAL_INNER_EPS_MIN, eps)
     it = 0
     while it < max_iter:
+        check_stop()
         Gmax, newton_steps = _dual_lr.lr_dual_cd_pass(
             rows.data, rows.indices, rows.indptr, rows.n_features, prob.bias,
             anchor_idx, coding_weight, y, C, sqnorm, alpha, W, index, inner_eps,

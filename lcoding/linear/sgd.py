@@ -24,6 +24,7 @@ from lcoding.linear import _sgd
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.linear.problem import BinaryProblem, SolveResult
 from lcoding.core.messages import Messages
+from lcoding.core.threads import STOP_FLAG, check_stop
 from lcoding.core.seeds import CALIBRATION_STREAM
 
 
@@ -77,15 +78,18 @@ def calibrate_t0(rows, anchor_idx, coding_weight, y, cost, lam: float, skip: flo
     order = np.arange(sub.size, dtype=np.int32)
 
     def objective(eta: float) -> float:
+        check_stop()
         W, b = np.zeros(n_anchors * d), np.zeros(n_anchors)
         state = np.array([1.0, 0.0, skip])
         with np.errstate(all="ignore"):
             _sgd.sgd_epoch(part.data, part.indices, part.indptr, d, idx, wt, y_sub, cost_sub,
-                           order, W, b, state, lam, 1.0 / (lam * eta), skip, bias)
+                           order, W, b, state, lam, 1.0 / (lam * eta), skip, bias,
+                           stop=STOP_FLAG)
             W *= state[0]
             hinge = _sgd.hinge_loss_sum(part.data, part.indices, part.indptr, d, idx, wt,
-                                        y_sub, cost_sub, W, b, bias)
+                                        y_sub, cost_sub, W, b, bias, stop=STOP_FLAG)
             value = 0.5 * lam * float(W @ W) + hinge / sub.size
+        check_stop()            # Ctrl-C: the trial epoch may have ended early
         return value if np.isfinite(value) else np.inf
 
     lo_eta, lo = 1.0, objective(1.0)
@@ -138,10 +142,12 @@ def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) ->
     tail = (TailAverage(params.epochs, W, b)
             if int(params.solver_type) == int(SolverType.L2R_L1LOSS_SVC_SGD_AVERAGED) else None)
     for epoch in range(params.epochs):
+        check_stop()
         rng.shuffle(order)
         loss, n_viol = _sgd.sgd_epoch(rows.data, rows.indices, rows.indptr, d,
                                       anchor_idx, coding_weight, y, cost, order, W, b, state,
-                                      lam, t0, float(params.skip), prob.bias)
+                                      lam, t0, float(params.skip), prob.bias, stop=STOP_FLAG)
+        check_stop()            # Ctrl-C: the epoch may have ended early
         if not np.isfinite(loss):
             raise FloatingPointError(f"-s {int(params.solver_type)} diverged in epoch "
                                      f"{epoch + 1} (non-finite loss); "
@@ -161,7 +167,8 @@ def solve_sgd_hinge(prob: BinaryProblem, params: TrainParams, info: Messages) ->
     # the true primal objective of the returned weights (one extra pass of dot
     # products), not the running loss of the last epoch
     hinge = _sgd.hinge_loss_sum(rows.data, rows.indices, rows.indptr, d, anchor_idx,
-                                coding_weight, y, cost, W, b, prob.bias)
+                                coding_weight, y, cost, W, b, prob.bias, stop=STOP_FLAG)
+    check_stop()
     objective = 0.5 * lam * float(W @ W) + hinge / max(n, 1)
     info(f"\noptimization finished, #epoch = {params.epochs}\n")
     info(f"Objective value = {objective:f} (lambda/2 ||W||^2 + mean hinge loss, "

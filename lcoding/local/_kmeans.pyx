@@ -8,11 +8,14 @@
 # k-means++ (Arthur & Vassilvitskii 2007): first centre uniform, each next one drawn
 # with probability proportional to the squared distance to the closest centre so far.
 # Mini-batch (Sculley 2010): per sample of a batch, n_j += 1, v_j += (x - v_j) / n_j.
-# Randomness comes from the caller's splitmix64 state (_rng.pxd).
+# Randomness comes from the caller's splitmix64 state (_rng.pxd).  The seeding (one
+# pass over the rows per centre) returns early, between centres, when the optional
+# stop flag is raised (Ctrl-C, _stop.pxd); its output is then incomplete.
 from libc.stdint cimport int64_t, uint64_t
 
 from lcoding.core._dist cimport CSRView, make_csr, row_sqnorm, block_sqdist
 from lcoding.core._rng cimport rng_below, rng_uniform
+from lcoding.core._stop cimport stop_pointer, stop_requested
 
 import numpy as np
 
@@ -86,8 +89,10 @@ def kmeanspp_seed(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
         double[:, ::1] centres,     # OUT (m, d)
         int[::1] chosen,            # OUT (m,) row ids of the seeds
-        uint64_t[::1] rng_state):   # INOUT
-    """k-means++ seeding by D^2 sampling (one candidate per step)."""
+        uint64_t[::1] rng_state,    # INOUT
+        const unsigned char[::1] stop=None):  # IN  stop flag (None: never stop)
+    """k-means++ seeding by D^2 sampling (one candidate per step).  Returns False when
+    the stop flag ended it early (the centres are then incomplete), else True."""
     cdef Py_ssize_t n = X_indptr.shape[0] - 1, m = centres.shape[0], d = centres.shape[1]
     cdef Py_ssize_t i, j, c, pick
     cdef int64_t p
@@ -95,8 +100,9 @@ def kmeanspp_seed(
     cdef double[::1] closest = np.empty(max(n, 1))
     cdef double[::1] xsq = np.empty(max(n, 1))
     cdef uint64_t* state = &rng_state[0]
+    cdef const unsigned char* stop_p = stop_pointer(stop)
     if n == 0 or m == 0:
-        return
+        return True
     with nogil:
         for i in range(n):
             dist = 0.0
@@ -107,6 +113,8 @@ def kmeanspp_seed(
             closest[i] = 1.0e300
         pick = rng_below(state, n)
         for c in range(m):
+            if stop_requested(stop_p):
+                break
             if c > 0:
                 total = 0.0
                 for i in range(n):
@@ -140,6 +148,7 @@ def kmeanspp_seed(
                     dist = 0.0
                 if dist < closest[i]:
                     closest[i] = dist
+    return not stop_requested(stop_p)
 
 
 def minibatch_update(

@@ -8,7 +8,8 @@
 #
 #   CODING_INVERSE   gamma_j ∝ d_j^(-p)                   (p = 1: Ladicky's code;
 #                    p = 1/2: the paper's inverse Euclidean distance); a point on
-#                    an anchor (d_j ~ 0) gets all the weight on it
+#                    an anchor (d_j ~ 0) gets all the weight on it; when the powers
+#                    overflow (a large negative p) the same weights come from logs
 #   CODING_GAUSSIAN  gamma_j ∝ exp(-beta (d_j - d_min))   (localized soft assignment,
 #                    shifted so it never underflows to 0/0)
 #   CODING_LLC       min ||x - sum_j gamma_j v_j||^2 s.t. sum gamma = 1 with the
@@ -18,7 +19,7 @@
 #
 # Every coding sums to one.  Output: anchor_idx[n, k] (int32, nearest first) and
 # coding_weight[n, k] (float64).
-from libc.math cimport exp, pow, sqrt
+from libc.math cimport exp, log, pow, sqrt
 from libc.stdint cimport int64_t
 
 from lcoding.core._dist cimport CSRView, make_csr, row_sqnorm, scatter_rows, block_sqdist
@@ -134,6 +135,18 @@ cdef inline void code_row(int coding, double param, Py_ssize_t k, const double* 
             else:
                 w[j] = pow(bd[0] / bd[j], param)
             s += w[j]
+        if not s < INF:
+            # (d_0 / d_j)^p overflowed (p < 0 far from 0): normalise in log space,
+            # log w_j = p (log d_0 - log d_j) - max_l (...)  (every d_j > 0 here)
+            tr = -INF
+            for j in range(k):
+                w[j] = param * (log(bd[0]) - log(bd[j]))
+                if w[j] > tr:
+                    tr = w[j]
+            s = 0.0
+            for j in range(k):
+                w[j] = exp(w[j] - tr)
+                s += w[j]
         for j in range(k):
             w[j] /= s
         return
@@ -291,7 +304,8 @@ def local_decision_values(
     and was memory-bound.  The per-anchor loop is C (``_local_dot.h``), built for
     AVX2 and baseline x86-64 with the same summation order in both.  A row's value
     is summed over its anchors in increasing anchor index, whatever the row range,
-    so chunks in threads give the same numbers as one call."""
+    so chunks in threads give the same numbers as one call.  A model without
+    features and bias (stride 0) has the decision value 0 everywhere."""
     cdef Py_ssize_t n = out.shape[0], nr_w = out.shape[1], k = anchor_idx.shape[1]
     cdef Py_ssize_t stride = nr_feature + (1 if bias >= 0 else 0)
     cdef Py_ssize_t n_anchors, i, j, c, a, e, pos, n_rows
@@ -305,6 +319,15 @@ def local_decision_values(
     if row_start < 0:
         row_start = 0
     if row_start >= row_stop:
+        return
+    if stride == 0:
+        # no features and no bias (nr_feature 0, -B < 0): every local function is
+        # the empty dot product, so every decision value is 0 (W has no rows)
+        if W.shape[0] != 0:
+            raise ValueError("local_decision_values: W has rows but the stride is 0")
+        for i in range(row_start, row_stop):
+            for c in range(nr_w):
+                out[i, c] = 0.0
         return
     if W.shape[0] % stride != 0:
         raise ValueError("local_decision_values: W rows are not a multiple of the stride")

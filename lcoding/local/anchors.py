@@ -20,7 +20,8 @@ import numpy as np
 
 from lcoding.local import _kmeans
 from lcoding.core.rows import Rows
-from lcoding.local.coding import is_dense
+from lcoding.core.threads import RANGE_CHUNK, STOP_FLAG, check_stop
+from lcoding.local.coding import is_dense, row_slice
 
 ANCHOR_MODES = {0: "k-means", 1: "random samples", 2: "k-means per class",
                 3: "random samples per class", 4: "k-means, random-sample seeding"}
@@ -50,12 +51,21 @@ def _mean_variance(rows: Rows, n_features: int) -> float:
 
 
 def _assign(rows: Rows, centres: np.ndarray, dense: bool):
+    """Closest centre and its squared distance for every row, and the inertia; the rows
+    go to the kernel in chunks of RANGE_CHUNK (multiples of its 256-row block, so the
+    same numbers) with a Ctrl-C check between them."""
     labels = np.empty(rows.n_rows, dtype=np.int32)
     mind = np.empty(rows.n_rows)
     c_sq = np.einsum("ij,ij->i", centres, centres)
-    inertia = _kmeans.kmeans_assign(rows.data, rows.indices, rows.indptr, rows.n_features,
-                                    centres, np.ascontiguousarray(centres.T), c_sq,
-                                    labels, mind, dense)
+    centres_t = np.ascontiguousarray(centres.T)
+    inertia = 0.0
+    for a in range(0, rows.n_rows, RANGE_CHUNK):
+        check_stop()
+        b = min(rows.n_rows, a + RANGE_CHUNK)
+        part = row_slice(rows, a, b)
+        inertia += _kmeans.kmeans_assign(part.data, part.indices, part.indptr, rows.n_features,
+                                         centres, centres_t, c_sq, labels[a:b], mind[a:b],
+                                         dense)
     return labels, mind, inertia
 
 
@@ -81,7 +91,8 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
         chosen = np.empty(n_clusters, dtype=np.int32)
         state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
         _kmeans.kmeanspp_seed(seed_rows.data, seed_rows.indices, seed_rows.indptr,
-                              centres, chosen, state)
+                              centres, chosen, state, stop=STOP_FLAG)
+        check_stop()            # the seeding ends early on Ctrl-C
     elif init == "random":
         pick = rng.choice(seed_rows.n_rows, n_clusters, replace=False)
         centres = dense_rows(seed_rows, pick, n_features)
@@ -92,6 +103,7 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
     if batch_size > 0:
         counts = np.zeros(n_clusters, dtype=np.int64)
         for _ in range(max_iter):
+            check_stop()
             batch = rows.take(np.sort(rng.choice(n, min(batch_size, n), replace=False)))
             labels, _, _ = _assign(batch, centres, dense)
             _kmeans.minibatch_update(batch.data, batch.indices, batch.indptr, labels,
@@ -102,6 +114,7 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
     sums = np.empty_like(centres)
     counts = np.empty(n_clusters, dtype=np.int64)
     for _ in range(max_iter):
+        check_stop()
         labels, mind, _ = _assign(rows, centres, dense)
         _kmeans.kmeans_sums(rows.data, rows.indices, rows.indptr, labels, sums, counts)
         new = sums / np.maximum(counts, 1)[:, None]

@@ -19,7 +19,8 @@ import math
 import numpy as np
 
 from lcoding.core.rows import Rows
-from lcoding.core.threads import CODE_BLOCK, run_ranges, single_threaded_blas
+from lcoding.core.threads import (CODE_BLOCK, RANGE_CHUNK, check_stop, run_ranges,
+                                  single_threaded_blas)
 from lcoding.local import _kernel_map, _knn
 
 # -L value -> coding name written to model files
@@ -236,12 +237,27 @@ class KernelMap:
                          float(header["kernel_map_period"]) or None)
 
     def __call__(self, rows: Rows) -> Rows:
-        nnz = rows.data.shape[0] * self.width
-        data = np.empty(nnz)
-        indices = np.empty(nnz, dtype=np.int32)
-        indptr = np.empty(rows.n_rows + 1, dtype=np.int64)
+        w = self.width
+        nnz = rows.data.shape[0] * w
         if self.output_features(rows.n_features) > np.iinfo(np.int32).max:
             raise ValueError("the kernel map output exceeds the int32 feature index range")
-        _kernel_map.homogeneous_map(rows.data, rows.indices, rows.indptr, self.kappa,
-                                    self.step, data, indices, indptr)
+        try:
+            data = np.empty(nnz)
+            indices = np.empty(nnz, dtype=np.int32)
+        except MemoryError:
+            raise MemoryError(f"-K {self.kind} -O {self.order}: the mapped rows need {nnz} "
+                              f"values ({nnz * 12 / 2 ** 30:.1f} GiB)") from None
+        indptr = np.empty(rows.n_rows + 1, dtype=np.int64)
+        # in chunks of rows (each row's values keep their place: value p of the input
+        # becomes values p*w .. p*w+w-1), with a Ctrl-C check between them
+        for a in range(0, rows.n_rows, 4 * RANGE_CHUNK):
+            check_stop()
+            b = min(rows.n_rows, a + 4 * RANGE_CHUNK)
+            p0, p1 = int(rows.indptr[a]) * w, int(rows.indptr[b]) * w
+            part = row_slice(rows, a, b)
+            _kernel_map.homogeneous_map(part.data, part.indices, part.indptr, self.kappa,
+                                        self.step, data[p0:p1], indices[p0:p1], indptr[a:b + 1])
+            indptr[a:b + 1] += p0
+        if rows.n_rows == 0:
+            indptr[0] = 0
         return Rows(data, indices, indptr, self.output_features(rows.n_features))

@@ -13,17 +13,60 @@ from __future__ import annotations
 
 import numpy as np
 
-from lcoding.core.model import Model
-from lcoding.core.options import SolverType
-from lcoding.core.rows import Rows
+from lcoding.core.model import Model, ModelFieldError, check_count, check_number
+from lcoding.core.options import TRAIN_OPTIONS, SolverType
+from lcoding.core.rows import INT32_MAX, Rows
 from lcoding.core.threads import run_ranges
 from lcoding.local import _knn
-from lcoding.local.coding import CODING_BY_NAME, CODING_NAMES, KernelMap, LocalCoding
+from lcoding.local.coding import (CODING_BY_NAME, CODING_NAMES, KERNEL_MAP_BY_NAME, KernelMap,
+                                  LocalCoding)
 from lcoding.local.kstar import KSTAR_CODING, KSTAR_NAME, make_coder
 
 FORMAT_VERSION = "1"
 # the coding names this model writes to (and reads from) model files
 FILE_TAGS = tuple(CODING_NAMES.values()) + (KSTAR_NAME,)
+# solver types that train a locally linear model: LL-SVM (-s 1, 3, 4, 30, 32) and
+# the joint SGD (-s 31, 33), which codes with KNN_GAUSSIAN (-L 2) or KSTAR (-L 3)
+JOINT_FILE_SOLVER_TYPES = frozenset({int(SolverType.LLC_JOINT_SGD),
+                                     int(SolverType.LLC_JOINT_SGD_AVERAGED)})
+FILE_SOLVER_TYPES = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
+                               int(SolverType.L2R_L1LOSS_SVC_DUAL), int(SolverType.MCSVM_CS),
+                               int(SolverType.L2R_L1LOSS_SVC_SGD),
+                               int(SolverType.L2R_L1LOSS_SVC_SGD_AVERAGED)}) \
+    | JOINT_FILE_SOLVER_TYPES
+JOINT_FILE_CODINGS = frozenset({int(CODING_BY_NAME["KNN_GAUSSIAN"]), KSTAR_CODING})
+
+
+def max_kernel_map_order() -> int:
+    """The largest kernel map order training accepts: the upper end of ``-O``'s
+    domain in the option table (100 when the table gives none)."""
+    for opt in TRAIN_OPTIONS:
+        if opt.flag == "-O":
+            hi = getattr(getattr(opt, "domain", None), "hi", None)
+            if hi is not None:
+                return int(hi)
+    return 100
+
+
+def checked_kernel_map_header(header) -> int | None:
+    """Values per input feature of the kernel map the keys describe (None: no map),
+    checked as training checks ``-K`` / ``-O`` and without building the map (whose
+    spectrum table has ``kernel_map_order + 1`` entries)."""
+    name = header.get("kernel_map", "none")
+    if name not in KERNEL_MAP_BY_NAME:
+        raise ModelFieldError("kernel_map", f"unknown kernel_map {name!r} (known: "
+                                            f"{', '.join(KERNEL_MAP_BY_NAME)})")
+    if name == "none":
+        return None
+    order = check_count("kernel_map_order", header.get("kernel_map_order"), 0,
+                        max_kernel_map_order())
+    period = check_number("kernel_map_period", header.get("kernel_map_period"), lo=0)
+    if KERNEL_MAP_BY_NAME[name] == 3:       # Hellinger: exact, one value, no order
+        if order != 0 or period != 0:
+            raise ModelFieldError("kernel_map_order", "the hellinger map has no order and no "
+                                                      "period (both 0)")
+        return 1
+    return 2 * order + 1
 
 
 def coding_kind(name: str) -> int:
@@ -111,22 +154,64 @@ class LocalModel(Model):
 
     @staticmethod
     def _nr_w(base) -> int:
-        binary = int(base["nr_class"]) == 2 and int(base["solver_type"]) != SolverType.MCSVM_CS
+        binary = int(base["nr_class"]) == 2 and \
+            int(base.get("solver_type", 1)) != SolverType.MCSVM_CS
         return 1 if binary else int(base["nr_class"])
+
+    # the header keys of this model's files (LocalModel.file_header)
+    _HEADER_KEYS = frozenset({"lcoding_format", "coding", "nr_anchor", "nr_neighbor",
+                              "coding_param", "kernel_map", "kernel_map_order",
+                              "kernel_map_period", "nr_dim"})
 
     @classmethod
     def block_shapes(cls, header, base):
-        m = int(header["nr_anchor"])
-        dim = int(header["nr_dim"])
-        if m < 1 or dim < 0:
-            raise ValueError(f"nr_anchor {m} / nr_dim {dim} out of range")
+        """Block shapes of a model file, after the checks that need no block: the keys,
+        the solver type, ``nr_anchor >= 1`` and ``nr_dim`` = the input features as the
+        ``kernel_map`` (if any) maps them.  (Keys absent from ``header`` / ``base`` are
+        not checked: the model-file reader passes them all.)"""
+        unknown = set(header) - cls._HEADER_KEYS
+        if unknown:
+            key = sorted(unknown)[0]
+            raise ModelFieldError(key, f"unknown key(s) {', '.join(sorted(unknown))} for the "
+                                       f"{header.get('coding')} coding")
+        if "solver_type" in base and int(base["solver_type"]) not in FILE_SOLVER_TYPES:
+            raise ModelFieldError("solver_type", f"solver_type {SolverType(base['solver_type']).name}"
+                                                 f" does not train a locally linear model")
+        if "coding" in header:
+            coding_kind(header["coding"])
+        m = check_count("nr_anchor", header["nr_anchor"], 1)
+        dim = check_count("nr_dim", header["nr_dim"], 0, INT32_MAX)
+        width = checked_kernel_map_header(header)
+        if "nr_feature" in base:
+            nr_feature = int(base["nr_feature"])
+            expected = nr_feature if width is None else nr_feature * width
+            if dim != expected:
+                raise ModelFieldError("nr_dim", f"nr_dim {dim} differs from {expected}, the "
+                                                f"{nr_feature} features"
+                                                + ("" if width is None else f" times {width} "
+                                                   f"values per feature of the kernel map"))
         stride = dim + (1 if float(base["bias"]) >= 0 else 0)
         return [("anchors", (m, dim)), ("w", (m * stride, cls._nr_w(base)))]
 
     @classmethod
     def from_file(cls, header, base, blocks):
-        coding = make_coder(coding_kind(header["coding"]), blocks["anchors"],
-                            int(header["nr_neighbor"]), float(header["coding_param"]))
+        kind = coding_kind(header["coding"])
+        m = blocks["anchors"].shape[0]
+        k = check_count("nr_neighbor", header["nr_neighbor"], 1, m)
+        if kind == KSTAR_CODING and k != m:
+            raise ModelFieldError("nr_neighbor", f"nr_neighbor {k}: the k* coding writes the "
+                                                 f"number of anchors ({m})")
+        param = check_number("coding_param", header["coding_param"])
+        if kind != CODING_BY_NAME["KNN_INVERSE_DISTANCE"] and param < 0:
+            raise ModelFieldError("coding_param", f"coding_param {param:g}: the {header['coding']}"
+                                                  f" coding takes a parameter >= 0")
+        if int(base["solver_type"]) in JOINT_FILE_SOLVER_TYPES and kind not in JOINT_FILE_CODINGS:
+            raise ModelFieldError("coding", f"coding {header['coding']}: -s 31 and 33 train the "
+                                            f"KNN_GAUSSIAN and KSTAR codings only")
+        try:
+            coding = make_coder(kind, blocks["anchors"], k, param)
+        except ValueError as err:
+            raise ModelFieldError("anchors", str(err)) from None
         km = KernelMap.from_header(header)
         return cls(base["solver_type"], base["nr_class"], base.get("label"), base["nr_feature"],
                    base["bias"], coding, blocks["w"], kernel_map=km)

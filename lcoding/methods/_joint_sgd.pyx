@@ -16,12 +16,14 @@
 #   k*, 0 exact:         g = 2 mu [(s_j - f) - gamma_j (sum_l s_l - k* f)] / S
 #   k*, 1 seed:          g = 2 mu (s_j - f) / S                (lambda held fixed)
 #   k*, 2 reference code: g = 2 mu w_j (s_j - f) / S          (extra factor w_j)
-# (w_j = lambda - eta_j, S = sum w).
+# (w_j = lambda - eta_j, S = sum w).  One call = one epoch; an optional stop flag
+# (Ctrl-C, _stop.pxd) ends it early, and the driver then raises.
 from libc.math cimport exp
 from libc.stdint cimport int64_t
 
 import numpy as np
 
+from lcoding.core._stop cimport stop_pointer, stop_requested
 from lcoding.local._kstar cimport heap_build, heap_pop, kstar_row
 
 cdef double RESCALE_BELOW = 1e-9
@@ -98,7 +100,8 @@ def joint_epoch(
         double[:, ::1] b,               # INOUT (nr_w, m) biases
         double[::1] state,              # INOUT [scale, t, count]
         int kind, double param, Py_ssize_t k, int variant,
-        double lam, double t0, double skip, double bias, double anchor_lr):
+        double lam, double t0, double skip, double bias, double anchor_lr,
+        const unsigned char[::1] stop=None):  # IN stop flag: return mid-epoch when set
     """One epoch; returns ``(progressive hinge-loss sum, #violations, sum of k*)``.
     Column indices must be < d (the caller truncates)."""
     cdef Py_ssize_t n = order.shape[0], m = V.shape[0], d = V.shape[1], nr_w = W.shape[0]
@@ -122,8 +125,11 @@ def joint_epoch(
     cdef double[::1] xdense = np.zeros(d)
     cdef const double* xd = &X_data[0] if X_data.shape[0] > 0 else NULL
     cdef const int* xi = &X_indices[0] if X_indices.shape[0] > 0 else NULL
+    cdef const unsigned char* stop_p = stop_pointer(stop)
     with nogil:
         for s_i in range(n):
+            if stop_requested(stop_p):
+                break               # Ctrl-C: the caller discards this epoch
             i = order[s_i]
             t += 1.0
             eta = 1.0 / (lam * (t + t0))

@@ -15,8 +15,12 @@
 # updated with rows i and j of K.  Stop when the maximal violation
 # m(a) - M(a) = max_up(-y G) - min_low(-y G) < eps.
 # rho: the mean of y_t G_t over free a_t, else the middle of the feasible interval.
+# An optional stop flag (Ctrl-C, _stop.pxd), read every iteration, ends the solve
+# early; the driver then raises.
 from libc.math cimport INFINITY
 from libc.stdint cimport int64_t
+
+from lcoding.core._stop cimport stop_pointer, stop_requested
 
 
 cdef double TAU = 1e-12
@@ -37,7 +41,8 @@ def smo_solve(
         const double[::1] diag not None,        # IN  (n,) D_t added to Q_tt
         double[::1] alpha not None,             # OUT (n,) dual solution
         double[::1] grad not None,              # OUT (n,) G = Q alpha - e
-        double eps, int64_t max_iter):
+        double eps, int64_t max_iter,
+        const unsigned char[::1] stop=None):    # IN  stop flag: return early when set
     """Solve the dual from alpha = 0; returns ``(n_iter, rho, converged)``."""
     cdef Py_ssize_t n = K.shape[0]
     cdef Py_ssize_t t, i, j
@@ -50,11 +55,14 @@ def smo_solve(
     cdef double rho
     cdef const double* Ki
     cdef const double* Kj
+    cdef const unsigned char* stop_p = stop_pointer(stop)
     with nogil:
         for t in range(n):
             alpha[t] = 0.0
             grad[t] = -1.0
         while it < max_iter:
+            if stop_requested(stop_p):
+                break               # Ctrl-C: the caller discards this solution
             # first index: the maximal violator among I_up
             g_max = -INFINITY
             i = -1

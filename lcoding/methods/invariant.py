@@ -46,12 +46,15 @@ import scipy.linalg
 
 from lcoding.methods import _kernel_svm, _kernels
 from lcoding.core.rows import Rows, as_labels, as_rows, rows_from_dense
-from lcoding.core.model import LinearModel, Model
+from lcoding.core.model import (LINEAR_SOLVER_TYPES, LinearModel, Model, ModelFieldError,
+                                check_count, check_number)
 from lcoding.core.options import JOINT_SOLVERS, SolverType, TrainParams, parse_train_options
 from lcoding.core.messages import Messages
 from lcoding.core.classes import class_costs, group_classes
 from lcoding.core.params import Invariance, KernelParams
 from lcoding.core.seeds import PURPOSE_LANDMARKS, rng_state
+from lcoding.core.threads import STOP_FLAG, check_stop
+from lcoding.local.coding import row_slice
 from lcoding.core.options import check_parameter
 from lcoding.methods.linear import train_linear_model
 
@@ -93,18 +96,53 @@ class Kernel:
     def name(self) -> str:
         return KERNEL_NAMES[self.kernel_type]
 
-    def matrix(self, x, points: np.ndarray) -> np.ndarray:
+    def matrix(self, x, points: np.ndarray, points_sq: np.ndarray | None = None) -> np.ndarray:
         """``K[i, j] = k(x_i, points_j)`` for :class:`Rows` or a dense 2-D array ``x``
-        (columns beyond ``points.shape[1]`` ignored)."""
+        (columns beyond ``points.shape[1]`` ignored).  The rows go to the kernel in
+        chunks of about :data:`KERNEL_CALL_WORK` multiply-adds (multiples of its row
+        block, so the same numbers), with a Ctrl-C check between them."""
         rows = x if isinstance(x, Rows) else rows_from_dense(x, "x")
         points = np.ascontiguousarray(points, dtype=np.float64)
-        out = np.empty((rows.n_rows, points.shape[0]))
-        status = _kernels.kernel_block(rows.data, rows.indices, rows.indptr, points,
-                                       np.einsum("ij,ij->i", points, points), out,
-                                       self.kernel_type, self.degree, self.gamma, self.coef0)
-        if status != 0:
-            raise MemoryError("kernel block: out of memory for the row buffer")
+        if points_sq is None:
+            points_sq = np.einsum("ij,ij->i", points, points)
+        m, d = points.shape
+        out = np.empty((rows.n_rows, m))
+        step = _kernel_row_chunk(m, d)
+        for a in range(0, rows.n_rows, step):
+            check_stop()
+            b = min(rows.n_rows, a + step)
+            part = row_slice(rows, a, b)
+            status = _kernels.kernel_block(part.data, part.indices, part.indptr, points,
+                                           points_sq, out[a:b], self.kernel_type, self.degree,
+                                           self.gamma, self.coef0)
+            if status != 0:
+                raise MemoryError(f"kernel block: cannot allocate the row buffer of "
+                                  f"{min(b - a, 256)} x {d} values")
         return out
+
+
+# multiply-adds per kernel_block call of Kernel.matrix (a fraction of a second)
+KERNEL_CALL_WORK = 1 << 27
+
+
+def rowwise_matmul(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """``A @ B`` in chunks of rows (multiples of 256 rows) with a Ctrl-C check between
+    them, so that one BLAS call stays short on MNIST-size data."""
+    n, inner = A.shape
+    out = np.empty((n, B.shape[1]), dtype=np.result_type(A, B))
+    step = max(256, KERNEL_CALL_WORK // max(1, inner * B.shape[1]) // 256 * 256)
+    for a in range(0, n, step):
+        check_stop()
+        np.matmul(A[a:a + step], B, out=out[a:a + step])
+    return out
+
+
+def _kernel_row_chunk(m: int, d: int) -> int:
+    """Rows per kernel_block call for m points of d features: a multiple of the
+    kernel's row block (256 rows, fewer when 256 * d exceeds its 4 Mi-double buffer)."""
+    block = 256 if d * 256 <= 4194304 else max(1, 4194304 // max(d, 1))
+    rows = KERNEL_CALL_WORK // max(1, m * max(d, 1))
+    return max(block, rows // block * block)
 
 
 def kernel_from_params(params: TrainParams, n_features: int) -> Kernel:
@@ -223,7 +261,7 @@ def ihkpca_map(kernel: Kernel, X: np.ndarray, dX, landmarks: np.ndarray, gamma: 
     P = kernel_pca_map(kernel, landmarks)
     if gamma > 0:
         KX = kernel.matrix(X, landmarks) if KX is None else KX
-        dpsi = np.concatenate([(kernel.matrix(X + dX[k], landmarks) - KX) @ P.T
+        dpsi = np.concatenate([rowwise_matmul(kernel.matrix(X + dX[k], landmarks) - KX, P.T)
                                for k in range(dX.shape[0])])
         P = invariant_whitening(dpsi, gamma) @ P
     return P
@@ -344,12 +382,7 @@ class KernelExpansionModel(Model):
         for start in range(0, rows.n_rows, PREDICT_BATCH):
             part = rows if rows.n_rows <= PREDICT_BATCH else \
                 rows.take(np.arange(start, min(rows.n_rows, start + PREDICT_BATCH)))
-            block = np.empty((part.n_rows, m))
-            status = _kernels.kernel_block(part.data, part.indices, part.indptr, self.points,
-                                           self._points_sq, block, self.kernel.kernel_type,
-                                           self.kernel.degree, self.kernel.gamma, self.kernel.coef0)
-            if status != 0:
-                raise MemoryError("kernel block: out of memory for the row buffer")
+            block = self.kernel.matrix(part, self.points, self._points_sq)
             dec = block @ self.w[:m]
             if self.bias >= 0:
                 dec += self.bias * self.w[m]
@@ -382,24 +415,58 @@ class KernelExpansionModel(Model):
 
     @classmethod
     def block_shapes(cls, header, base):
+        """Block shapes of a model file, after the header checks training implies
+        (:meth:`_checked_header`)."""
         unknown = set(header) - cls._HEADER_KEYS
         if unknown:
-            raise ValueError(f"unknown key(s) {', '.join(sorted(unknown))} for {MODEL_NAME}")
-        m = int(header["nr_point"])
-        if m < 0:
-            raise ValueError(f"nr_point {m} must be >= 0")
+            key = sorted(unknown)[0]
+            raise ModelFieldError(key, f"unknown key(s) {', '.join(sorted(unknown))} for "
+                                       f"{MODEL_NAME}")
+        cls._checked_header(header, base)
+        m = check_count("nr_point", header["nr_point"], 0)
         nr_class = int(base["nr_class"])
         nr_w = 1 if (nr_class == 2 and int(base["solver_type"]) != SolverType.MCSVM_CS) \
             else nr_class
         rows = m + (1 if float(base["bias"]) >= 0 else 0)
         return [("points", (m, int(base["nr_feature"]))), ("w", (rows, nr_w))]
 
+    @staticmethod
+    def _checked_header(header, base) -> Kernel:
+        """The kernel and method keys as training writes them: LIBSVM's kernel with a
+        resolved ``gamma > 0``, ``degree >= 0``, finite ``coef0``; a known method
+        trained by a solver it uses; ``0 <= invariance_gamma < 1`` (0 and no tangents
+        for the kernel PCA map and VSV)."""
+        if header.get("kernel_type") not in KERNEL_BY_NAME:
+            raise ModelFieldError("kernel_type", f"unknown kernel_type {header.get('kernel_type')!r}"
+                                                 f" (known: {', '.join(KERNEL_BY_NAME)})")
+        degree = check_count("degree", header["degree"], 0, 2 ** 31 - 1)
+        gamma = check_number("gamma", header["gamma"], lo=0, lo_open=True)
+        coef0 = check_number("coef0", header["coef0"])
+        method = header.get("method")
+        if method not in METHOD_BY_NAME:
+            raise ModelFieldError("method", f"unknown method {method!r} (known: "
+                                            f"{', '.join(METHOD_BY_NAME)})")
+        tangents = header.get("tangents")
+        if tangents not in TANGENT_BY_NAME:
+            raise ModelFieldError("tangents", f"unknown tangents {tangents!r} (known: "
+                                              f"{', '.join(TANGENT_BY_NAME)})")
+        inv_gamma = check_number("invariance_gamma", header["invariance_gamma"], lo=0, hi=1,
+                                 hi_open=True)
+        if method in ("kpca_map", "vsv") and inv_gamma != 0:
+            raise ModelFieldError("invariance_gamma", f"invariance_gamma {inv_gamma:g}: the "
+                                                      f"{method} method has none (0)")
+        if method == "kpca_map" and tangents != "none":
+            raise ModelFieldError("tangents", "the kpca_map method uses no tangents (none)")
+        st = int(base["solver_type"])
+        solvers = SVC_SOLVERS if method in ("isvm", "vsv") else LINEAR_SOLVER_TYPES
+        if st not in solvers:
+            raise ModelFieldError("solver_type", f"solver_type {SolverType(st).name} does not "
+                                                 f"train the {method} method")
+        return Kernel(KERNEL_BY_NAME[header["kernel_type"]], degree, gamma, coef0)
+
     @classmethod
     def from_file(cls, header, base, blocks):
-        if header["kernel_type"] not in KERNEL_BY_NAME:
-            raise ValueError(f"unknown kernel_type {header['kernel_type']!r}")
-        kernel = Kernel(KERNEL_BY_NAME[header["kernel_type"]], int(header["degree"]),
-                        float(header["gamma"]), float(header["coef0"]))
+        kernel = cls._checked_header(header, base)
         return cls(base["solver_type"], base["nr_class"], base.get("label"), base["nr_feature"],
                    base["bias"], kernel, blocks["points"], blocks["w"], method=header["method"],
                    invariance_gamma=float(header["invariance_gamma"]),
@@ -461,7 +528,17 @@ def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> Non
 
 
 def _dense(rows: Rows, n_features: int) -> np.ndarray:
-    return rows.truncated(n_features).to_csr()[:, :n_features].toarray()
+    """The rows as a dense ``(n, n_features)`` array, filled in chunks of rows (a Ctrl-C
+    check between them)."""
+    rows = rows.truncated(n_features)
+    out = np.zeros((rows.n_rows, n_features))
+    step = max(256, (1 << 22) // max(n_features, 1))
+    for a in range(0, rows.n_rows, step):
+        check_stop()
+        part = row_slice(rows, a, min(rows.n_rows, a + step))
+        row_of = np.repeat(np.arange(part.n_rows), np.diff(part.indptr))
+        out[a + row_of, part.indices] = part.data
+    return out
 
 
 def _linear_params(params: TrainParams) -> TrainParams:
@@ -497,7 +574,8 @@ def _smo(K: np.ndarray, y_pm: np.ndarray, Cp: float, Cn: float, squared_hinge: b
     alpha, grad = np.zeros(n), np.zeros(n)
     max_iter = max(10_000_000, 100 * n)
     n_iter, rho, converged = _kernel_svm.smo_solve(np.ascontiguousarray(K), y_pm, upper, diag,
-                                                   alpha, grad, eps, max_iter)
+                                                   alpha, grad, eps, max_iter, stop=STOP_FLAG)
+    check_stop()                # Ctrl-C: the solve may have ended early
     if not converged:
         warnings.warn(f"SMO reached the iteration limit {max_iter} before the -e {eps:g} "
                       f"stopping rule", InvarianceWarning, stacklevel=3)
@@ -553,7 +631,7 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
     if method == 1 and params.kernel_type < 0:
         # invariant linear SVM in input space: train on C^-1/2 x, then w = C^-1/2 w~
         W = invariant_whitening(dX.reshape(-1, d), gamma_inv) if gamma_inv > 0 else np.eye(d)
-        inner = _train_linear(y, X @ W, params, info, seed_path)
+        inner = _train_linear(y, rowwise_matmul(X, W), params, info, seed_path)
         w = inner.w.copy()
         w[:d] = W @ inner.w[:d]
         return LinearModel(inner.solver_type, inner.nr_class, inner.label, d, inner.bias, w,
@@ -569,7 +647,7 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
         P = ihkpca_map(kernel, X, dX, landmarks, gamma_inv if invariant else 0.0, KX)
         info(f"kernel PCA map: {landmarks.shape[0]} landmarks, {P.shape[0]} components "
              f"({time.perf_counter() - t0:.2f} s)\n")
-        inner = _train_linear(y, KX @ P.T, params, info, seed_path)
+        inner = _train_linear(y, rowwise_matmul(KX, P.T), params, info, seed_path)
         r = P.shape[0]
         w = np.vstack([P.T @ inner.w[:r], inner.w[r:]])
         return KernelExpansionModel(inner.solver_type, inner.nr_class, inner.label, d, inner.bias,

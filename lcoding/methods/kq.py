@@ -47,7 +47,7 @@ from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.messages import Messages
 from lcoding.core.classes import group_classes
 from lcoding.core.params import KQParams
-from lcoding.core.threads import blas_threads
+from lcoding.core.threads import blas_threads, check_stop
 from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
 
 FORMAT_VERSION = "1"
@@ -218,6 +218,7 @@ def _lloyd(X: np.ndarray, k: int, n_steps: int, scores, fit) -> np.ndarray:
     (at most ``n_steps``).  Returns the assignment."""
     assign = None
     for _ in range(n_steps):
+        check_stop()
         new = np.argmax(scores(), axis=1)
         if assign is not None and np.array_equal(new, assign):
             break
@@ -272,13 +273,13 @@ def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
         fit(j, X[np.argpartition(dist, size - 1)[:size]] if size < n else X)
         if seeds is None:
             one = np.empty((n, 1))
-            _kq.flat_scores(X, F[j], centres[j:j + 1], q, one)
+            flat_scores(X, F[j], centres[j:j + 1], q, one)
             np.minimum(nearest, np.maximum(-one[:, 0], 0.0), out=nearest)
 
-    def flat_scores():
-        _kq.flat_scores(X, F.reshape(k * q, d), centres, q, scores)
+    def all_scores():
+        flat_scores(X, F.reshape(k * q, d), centres, q, scores)
         return scores
-    return F, centres, _lloyd(X, k, n_steps, flat_scores, fit)
+    return F, centres, _lloyd(X, k, n_steps, all_scores, fit)
 
 
 # ------------------------------------------------------------------ the model
@@ -481,10 +482,54 @@ def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int,
     ``centres`` (C*k, d): ``max_j -dist(x, flat_ij)^2`` (W orthonormal per flat)."""
     Z = np.empty((X.shape[0], nr_class * k))
     if centres is None:
-        _kq.metric_norms(X, W, q, Z)
+        metric_norms(X, W, q, Z)
     else:
-        _kq.flat_scores(X, W, centres, q, Z)
+        flat_scores(X, W, centres, q, Z)
     return Z.reshape(X.shape[0], nr_class, k).max(axis=2)
+
+
+# multiply-adds per kernel call of the norms, scores and passes below: the rows are
+# handed over in chunks of about this much work (a small fraction of a second on
+# MNIST-size data, whatever C k q), with a Ctrl-C check between chunks
+CALL_WORK = 1 << 27
+
+
+def _row_chunk(width: int, d: int) -> int:
+    """Rows per kernel call for ``width`` metric rows of ``d`` columns: a multiple of
+    the kernels' 256-row block, so the blocks (and their rounding) do not change."""
+    return max(256, CALL_WORK // max(1, width * d) // 256 * 256)
+
+
+def metric_norms(X: np.ndarray, W: np.ndarray, q: int, out: np.ndarray) -> None:
+    """:func:`lcoding.methods._kq.metric_norms` in chunks of rows (same numbers)."""
+    step = _row_chunk(W.shape[0], X.shape[1])
+    for a in range(0, X.shape[0], step):
+        check_stop()
+        _kq.metric_norms(X[a:a + step], W, q, out[a:a + step])
+
+
+def flat_scores(X: np.ndarray, W: np.ndarray, centres: np.ndarray, q: int,
+                out: np.ndarray) -> None:
+    """:func:`lcoding.methods._kq.flat_scores` in chunks of rows (same numbers)."""
+    step = _row_chunk(W.shape[0] + centres.shape[0], X.shape[1])
+    for a in range(0, X.shape[0], step):
+        check_stop()
+        _kq.flat_scores(X[a:a + step], W, centres, q, out[a:a + step])
+
+
+def kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2, Z, stale):
+    """:func:`lcoding.methods._kq.kq_pass` over ``order`` in chunks (the pass visits the
+    rows one by one, so the chunks give the same metrics and counts)."""
+    # the pass visits one row at a time (no blocks to keep aligned): small chunks
+    step = max(16, CALL_WORK // max(1, W.shape[0] * X.shape[1]))
+    own = other = 0
+    for a in range(0, order.shape[0], step):
+        check_stop()
+        o, t = _kq.kq_pass(X, class_index, order[a:a + step], W, k, q, mu1, mu2, s1, s2,
+                           Z, stale)
+        own += o
+        other += t
+    return own, other
 
 
 # the coding names of k q-metrics / k q-flats model files
@@ -575,15 +620,15 @@ def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
         order = rng.permutation(n).astype(np.int64)
         if kp.pass_type == PASS_STOCHASTIC:
             n_viol = n
-            own, other = _kq.kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
-                                     no_norms, False)
+            own, other = kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
+                                 no_norms, False)
         else:
-            _kq.metric_norms(X, W, q, Z)
+            metric_norms(X, W, q, Z)
             order = order[violators(Z, class_index, nr_class, k, mu1, mu2)[order]]
             n_viol = order.size
             stale = kp.pass_type == PASS_SEMI_STALE
-            own, other = _kq.kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
-                                     Z if stale else no_norms, stale)
+            own, other = kq_pass(X, class_index, order, W, k, q, mu1, mu2, s1, s2,
+                                 Z if stale else no_norms, stale)
         seconds = time.perf_counter() - t
         if info is not None:
             info(f"restart {restart + 1} pass {p + 1}: {n_viol} rows visited, {own} own-cluster "

@@ -17,6 +17,7 @@ from lcoding.core.options import REGRESSION_SOLVERS, SGD_SOLVERS, SolverType, Tr
 from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
+from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.problem import BinaryProblem
 from lcoding.linear.sgd import check_sgd_params
 from lcoding.linear.solvers import (BINARY_SOLVERS, MULTICLASS_SOLVERS, ONECLASS_SOLVERS,
@@ -82,6 +83,8 @@ def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
                            np.asarray(w).reshape(w_size, nr_class), param=params)
     solver = BINARY_SOLVERS[solver_type]
     jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
+    # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions
+    solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads) or solver
     w = np.zeros((w_size, len(jobs)))
 
     def fit(job):

@@ -36,7 +36,7 @@ from lcoding.methods import _joint_sgd
 from lcoding.core.rows import Rows
 from lcoding.local.anchors import learn_anchors
 from lcoding.local.coding import kernel_map_of
-from lcoding.core.threads import single_threaded_blas
+from lcoding.core.threads import STOP_FLAG, check_stop, single_threaded_blas
 from lcoding.local.kstar import make_coder
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.seeds import CALIBRATION_STREAM
@@ -146,11 +146,13 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     tail = (TailAverage(jp.sgd.epochs, W, b, V)
             if int(params.solver_type) == int(SolverType.LLC_JOINT_SGD_AVERAGED) else None)
     for epoch in range(jp.sgd.epochs):
+        check_stop()
         rng.shuffle(order)
         loss, n_viol, kst = _joint_sgd.joint_epoch(
             data, indices, indptr, Y, cost, order, V, v_sq, W, b, state,
             int(jp.coding), jp.coding_param, k, int(jp.anchor_gradient),
-            lam, t0, float(jp.sgd.skip), bias, jp.anchor_lr)
+            lam, t0, float(jp.sgd.skip), bias, jp.anchor_lr, stop=STOP_FLAG)
+        check_stop()            # Ctrl-C: the epoch may have ended early
         if not (np.isfinite(loss) and np.isfinite(V).all()):
             raise FloatingPointError(f"-s {int(params.solver_type)} diverged in epoch "
                                      f"{epoch + 1}; try a larger -T, a smaller -f or a "

@@ -26,6 +26,7 @@ from lcoding.core.params import CodingType, LLSVMParams
 from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_ANCHORS, PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads, single_threaded_blas
+from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.dual_more import solve_mcsvm_cs
 from lcoding.linear.problem import BinaryProblem, Coding
 from lcoding.linear.sgd import check_sgd_params
@@ -59,6 +60,22 @@ def check_local_params(params: TrainParams) -> None:
         check_sgd_params(params)
 
 
+def learn_local_anchors(rows: Rows, class_index: np.ndarray, mp: LLSVMParams, seed: int,
+                        seed_path: tuple = ()) -> np.ndarray:
+    """The anchors ``-a``, ``-A``, ``-I``, ``-M`` ask for, learned on ``rows`` (all the
+    training rows here; a sample of them in :mod:`lcoding.dask`)."""
+    with single_threaded_blas(rows.n_rows):
+        return learn_anchors(rows, class_index, mp.anchors.n_anchors, mp.anchors.init,
+                             rng_state(seed, PURPOSE_ANCHORS, *seed_path),
+                             max_iter=mp.anchors.kmeans_iter,
+                             batch_size=mp.anchors.kmeans_batch)
+
+
+def local_coder(mp: LLSVMParams, anchors: np.ndarray):
+    """The coding ``-L``, ``-k``, ``-u`` over ``anchors`` (what the model stores)."""
+    return make_coder(mp.coding, anchors, min(mp.n_neighbors, anchors.shape[0]), mp.coding_param)
+
+
 def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
                       seed_path: tuple = (), sample_weight: np.ndarray | None = None) -> LocalModel:
     """Train an LL-SVM (``-L 1, 2, 3, 6``; one-vs-rest ``-s 1, 3, 30, 32`` or
@@ -84,12 +101,8 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
         rows = kernel_map(rows)
 
     t = time.perf_counter()
-    with single_threaded_blas(rows.n_rows):
-        anchors = learn_anchors(rows, class_index, mp.anchors.n_anchors, mp.anchors.init,
-                                rng_state(seed, PURPOSE_ANCHORS, *seed_path),
-                                max_iter=mp.anchors.kmeans_iter,
-                                batch_size=mp.anchors.kmeans_batch)
-    coder = make_coder(mp.coding, anchors, min(mp.n_neighbors, anchors.shape[0]), mp.coding_param)
+    anchors = learn_local_anchors(rows, class_index, mp, seed, seed_path)
+    coder = local_coder(mp, anchors)
     t_anchor = time.perf_counter() - t
     idx, wt = coder.code(rows, n_threads=params.n_threads)
     coding = Coding(idx, wt, coder.n_anchors)
@@ -112,6 +125,8 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
             return solver(prob, params, info).w
 
         jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
+        # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions
+        solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads) or solver
         w = np.column_stack(map_threads(solve, jobs, params.n_threads))
     return LocalModel(solver_type, nr_class, labels, nr_feature, bias, coder, w,
                       kernel_map=kernel_map, param=params)

@@ -38,8 +38,9 @@ import scipy.sparse as sp
 
 from lcoding.core.rows import Rows
 from lcoding.local.coding import KernelMap, is_dense, kernel_map_of
-from lcoding.core.threads import map_threads, single_threaded_blas
-from lcoding.core.model import Model
+from lcoding.core.threads import check_stop, map_threads, single_threaded_blas
+from lcoding.core.model import VALUE_LIMIT, Model, ModelFieldError, check_count
+from lcoding.local.model import checked_kernel_map_header
 from lcoding.core.options import SGD_SOLVERS, SolverType, TrainParams
 from lcoding.core.params import CodingType, OCCClassifier, OCCParams
 from lcoding.linear.solvers import BINARY_SOLVERS
@@ -88,6 +89,7 @@ def occ_basis(rows: Rows, n_planes: int, seed: int = 1, power_iter: int = POWER_
     Q = X.T @ rng.standard_normal((n, ell))
     Q, _ = np.linalg.qr(Q)
     for _ in range(power_iter):
+        check_stop()
         Q, _ = np.linalg.qr(X.T @ np.asarray(X @ Q))
     B = np.asarray(X @ Q)                           # (n, ell) = U S (Q Wb)^T
     _, s, Wt = np.linalg.svd(B, full_matrices=False)
@@ -106,6 +108,7 @@ def _row_batches(rows: Rows, d: int, batch: int):
     dense enough for BLAS, else a CSR matrix."""
     dense = is_dense(rows, d)
     for a in range(0, rows.n_rows, batch):
+        check_stop()
         b = min(a + batch, rows.n_rows)
         p0, p1 = int(rows.indptr[a]), int(rows.indptr[b])
         Xb = sp.csr_matrix((rows.data[p0:p1], rows.indices[p0:p1], rows.indptr[a:b + 1] - p0),
@@ -297,31 +300,73 @@ class OCCModel(Model):
     def file_blocks(self):
         return [("planes", self.planes), ("sigma", self.sigma.reshape(-1, 1)), ("w", self.w)]
 
+    _HEADER_KEYS = frozenset({"lcoding_format", "coding", "occ_classifier", "nr_plane",
+                              "nr_coding", "kernel_map", "kernel_map_order", "kernel_map_period",
+                              "nr_dim"})
+
     @classmethod
     def block_shapes(cls, header, base):
-        M, ncod = int(header["nr_plane"]), int(header["nr_coding"])
-        d = int(header.get("nr_dim", base["nr_feature"]))
-        if M < 1 or ncod < 1 or d < 0:
-            raise ValueError(f"nr_plane {M} / nr_coding {ncod} / nr_feature {d} out of range")
+        """Block shapes of a model file, after the checks training implies: known keys
+        and classifier, a solver type that trains this classifier, ``nr_coding`` 1 for
+        G-OCC and one per decision function for C-OCC, ``1 <= nr_plane <= nr_dim`` (the
+        rank bound), ``nr_dim`` = the features after the kernel map (if any)."""
+        unknown = set(header) - cls._HEADER_KEYS
+        if unknown:
+            key = sorted(unknown)[0]
+            raise ModelFieldError(key, f"unknown key(s) {', '.join(sorted(unknown))} for "
+                                       f"{header['coding']}")
         kind = header.get("occ_classifier")
         if kind not in CLASSIFIERS:
-            raise ValueError(f"unknown occ_classifier {kind!r}")
+            raise ModelFieldError("occ_classifier", f"unknown occ_classifier {kind!r}")
+        st = int(base["solver_type"])
+        if st not in _CLASSIFIER_SOLVERS[kind]:
+            raise ModelFieldError("solver_type", f"solver_type {SolverType(st).name} does not "
+                                                 f"train the {kind} classifier of {header['coding']}")
+        if kind == LINEAR_ALL_CODES and header["coding"] != "C_OCC":
+            raise ModelFieldError("occ_classifier", f"occ_classifier {kind} needs coding C_OCC")
+        bias = float(base["bias"])
+        if kind == LIB_LLSVM_PB and not bias >= 0:
+            raise ModelFieldError("bias", f"occ_classifier {kind} needs a bias >= 0")
         nr_w = 1 if int(base["nr_class"]) == 2 else int(base["nr_class"])
+        ncod = check_count("nr_coding", header["nr_coding"], 1)
+        if ncod != (1 if header["coding"] == "G_OCC" else nr_w):
+            raise ModelFieldError("nr_coding", f"nr_coding {ncod} does not match {header['coding']}"
+                                               f" with {nr_w} decision functions")
+        nr_feature = int(base["nr_feature"])
+        width = checked_kernel_map_header(header)
+        if width is None:
+            d = nr_feature
+            if "nr_dim" in header and check_count("nr_dim", header["nr_dim"], 0) != d:
+                raise ModelFieldError("nr_dim", f"nr_dim {header['nr_dim']} differs from "
+                                                f"nr_feature {d} (no kernel map)")
+        else:
+            d = check_count("nr_dim", header.get("nr_dim"), 0)
+            if d != nr_feature * width:
+                raise ModelFieldError("nr_dim", f"nr_dim {d} is not the {header['kernel_map']} "
+                                                f"map's output for nr_feature {nr_feature}")
+        M = check_count("nr_plane", header["nr_plane"], 1)
+        if M > d:
+            raise ModelFieldError("nr_plane", f"nr_plane {M}: more planes than the {d} "
+                                              f"dimensions of the data (training's rank bound)")
         return [("planes", (ncod * M, d)), ("sigma", (ncod * M, 1)),
-                ("w", (_w_size(kind, M, d, float(base["bias"]), ncod), nr_w))]
+                ("w", (_w_size(kind, M, d, bias, ncod), nr_w))]
 
     @classmethod
     def from_file(cls, header, base, blocks):
+        sigma = blocks["sigma"]
+        if not (sigma >= 1.0 / VALUE_LIMIT).all():
+            # training keeps singular values above a relative rank tolerance; the code
+            # map divides by them, so a tiny one would overflow to inf / nan
+            raise ModelFieldError("sigma", f"sigma block: the singular values must be at "
+                                           f"least {1.0 / VALUE_LIMIT:g}")
         km = KernelMap.from_header(header)
-        if km is not None and km.output_features(int(base["nr_feature"])) != int(header["nr_dim"]):
-            raise ValueError(f"nr_dim {header['nr_dim']} is not the {km.name} map's "
-                             f"output for nr_feature {base['nr_feature']}")
         model = cls(base["solver_type"], base["nr_class"], base.get("label"), base["nr_feature"],
                     base["bias"], header["coding"], header["occ_classifier"], blocks["planes"],
-                    blocks["sigma"], blocks["w"], kernel_map=km)
+                    sigma, blocks["w"], kernel_map=km)
         if model.n_codings != int(header["nr_coding"]):
-            raise ValueError(f"nr_coding {header['nr_coding']} does not match {header['coding']}"
-                             f" with {model.nr_w} decision functions")
+            raise ModelFieldError("nr_coding", f"nr_coding {header['nr_coding']} does not match "
+                                               f"{header['coding']} with {model.nr_w} decision "
+                                               f"functions")
         return model
 
     def __repr__(self):
@@ -329,6 +374,17 @@ class OCCModel(Model):
         return (f"OCCModel({SolverType(self.solver_type).name}, {self.coding_name}, "
                 f"{self.classifier}, n_planes={self.n_planes}, nr_class={self.nr_class}, "
                 f"nr_feature={self.nr_feature}, bias={self.bias:g}{km})")
+
+
+# the solver types that train each classifier (train_occ_model's choice of kind)
+_CLASSIFIER_SOLVERS = {
+    LIB_LLSVM: frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL), int(SolverType.L2R_L1LOSS_SVC_DUAL)}),
+    LIB_LLSVM_PB: frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
+                             int(SolverType.L2R_L1LOSS_SVC_DUAL)}),
+    PEG_LLSVM: frozenset(SGD_SOLVERS),
+    LINEAR_CODES: OCC_SOLVERS | {PRIMAL_L2_SOLVER},
+    LINEAR_ALL_CODES: OCC_SOLVERS | {PRIMAL_L2_SOLVER},
+}
 
 
 def _w_size(kind: str, M: int, d: int, bias: float, n_codings: int = 1) -> int:
@@ -397,6 +453,25 @@ def _code_rows(codes: np.ndarray) -> Rows:
                 np.arange(0, n * M + 1, M, dtype=np.int64), M)
 
 
+def classifier_kind(op: OCCParams, solver_type: int) -> str:
+    """The classifier on the codes (the model file's ``occ_classifier``) that ``-u``
+    and ``-s`` ask for."""
+    if op.classifier == OCCClassifier.LINEAR_ON_ALL_CODES:
+        return LINEAR_ALL_CODES
+    if op.classifier == OCCClassifier.LINEAR_ON_CODES:
+        return LINEAR_CODES
+    if op.classifier == OCCClassifier.LOCALLY_LINEAR_PLANE_BIAS:
+        return LIB_LLSVM_PB
+    return PEG_LLSVM if int(solver_type) in SGD_SOLVERS else LIB_LLSVM
+
+
+def basis_seed(seed: int, seed_path: tuple = (), c: int | None = None) -> int:
+    """Seed of the randomised SVD of the planes: of all rows (``c`` None, G-OCC) or
+    of class ``c``'s rows (C-OCC)."""
+    state = int(rng_state(seed, PURPOSE_SVD, *seed_path, 0 if c is None else c + 1)[0])
+    return state % (1 << 63)
+
+
 def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages | None = None,
                     seed_path: tuple = (), sample_weight: np.ndarray | None = None) -> OCCModel:
     """Train an OCC model (``-L 4``/``5``, ``-A`` planes) with ``-s 1``/``3``
@@ -418,21 +493,13 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     weighted_C = class_costs(labels, params)
     jobs = one_vs_rest_jobs(class_index, nr_class, weighted_C, params.C, rows.n_rows)
     nr_w = len(jobs)
-    if op.classifier == OCCClassifier.LINEAR_ON_ALL_CODES:
-        kind = LINEAR_ALL_CODES
-    elif op.classifier == OCCClassifier.LINEAR_ON_CODES:
-        kind = LINEAR_CODES
-    elif op.classifier == OCCClassifier.LOCALLY_LINEAR_PLANE_BIAS:
-        kind = LIB_LLSVM_PB
-    else:
-        kind = PEG_LLSVM if st in SGD_SOLVERS else LIB_LLSVM
+    kind = classifier_kind(op, st)
 
     def basis(c: int | None):
         sub = rows if c is None else rows.take(np.flatnonzero(class_index == c))
-        seed = int(rng_state(params.seed, PURPOSE_SVD, *seed_path, 0 if c is None else c + 1)[0])
         with single_threaded_blas(sub.n_rows) if params.n_threads > 1 else \
                 contextlib.nullcontext():
-            return occ_basis(sub, M, seed=seed % (1 << 63))
+            return occ_basis(sub, M, seed=basis_seed(params.seed, seed_path, c))
 
     t = time.perf_counter()
     if op.planes == CodingType.G_OCC:

@@ -106,3 +106,16 @@ def test_usage_is_grouped_by_method():
     positions = [text.index(f"options {heading}:") for _, heading in OPTION_GROUPS]
     assert positions == sorted(positions)
     assert "-L coding : local coding: 0 none" in text and "6 LLC reconstruction" in text
+
+
+@pytest.mark.parametrize("options,name", [
+    ("-s 1", "linear"), ("-s 4", "linear"), ("-s 1 -L 1 -A 3 -k 2", "llsvm"),
+    ("-s 1 -L 4 -A 2", "occ"), ("-s 31 -L 3 -A 3 -E 2", "llc_jo"),
+    ("-s 40 -k 1 -Q 1 -E 1", "kq"), ("-s 1 -t 2 -X 10", "invariant"),
+])
+def test_a_model_file_names_its_method(tmp_path, options, name):
+    from lcoding.liblinearutil import save_model
+    from lcoding.training import load_model_file, method_of
+    path = tmp_path / "m"
+    save_model(str(path), train(Y, X, options + " -q"))
+    assert method_of(load_model_file(path)).name == name

@@ -1,0 +1,390 @@
+"""CoCoA+: one binary dual-CD problem (``-s 1``, ``-s 3``) on several cores.
+
+Ma, Smith, Jaggi, Jordan, Richtarik, Takac, *Adding vs. averaging in distributed
+primal-dual optimization* (ICML 2015).  The rows (linear, or coded by a local
+coding) are split into ``K`` fixed partitions.  A *round*:
+
+1. every partition starts from the current ``W`` and runs LIBLINEAR's dual-CD pass
+   (:func:`lcoding.linear._dual_cd.dual_cd_pass`) over its own rows on the local
+   subproblem with ``sigma' = K`` (the kernel's header gives the math: the
+   partition's working copy moves ``sigma'`` times its update ``u_k``, the
+   curvature of its coordinates is ``sigma' ||z_i||^2 + D_ii``);
+2. the driver adds the updates, ``W <- W + sum_k u_k`` (gamma = 1, "adding"), in
+   partition order;
+3. LIBLINEAR's stopping rule runs on the projected gradients of all rows -- the
+   largest and smallest over the partitions' passes -- with LIBLINEAR's shrinking
+   thresholds shared by all partitions and its unshrink-and-check before stopping;
+   the rounds are capped by ``params.max_iter`` as LIBLINEAR caps its passes.
+
+Partitions and their sample orders are drawn from the problem's own solver stream,
+so the result depends on ``-S`` and the number of partitions (``-m``) only, not on
+thread timing.  With one partition and ``sigma' = 1`` the round is LIBLINEAR's pass.
+
+The same pieces serve two drivers: threads over one in-memory problem
+(:func:`solve_l2r_l1l2_svc_cocoa`, ``-m N`` on a binary problem) and Dask tasks over
+data partitions held by workers (:mod:`lcoding.dask`), which call
+:func:`partition_pass` on their own rows and return ``u_k``.
+"""
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from lcoding.core.messages import Messages
+from lcoding.core.options import SolverType, TrainParams
+from lcoding.core._predict import linear_decision_values
+from lcoding.core.seeds import PURPOSE_COCOA, rng_state
+from lcoding.core.threads import split_ranges
+from lcoding.linear import _dual_cd
+from lcoding.linear.dual_cd import LOCAL_CAP_REMEDY
+from lcoding.linear.newton import train_l2r_l2loss_svc
+from lcoding.linear.problem import BinaryProblem, SolveResult
+from lcoding.local._knn import local_decision_values
+
+INF = float("inf")
+
+
+# ------------------------------------------------------------- shared pieces
+def loss_terms(C: np.ndarray, loss: str):
+    """``(D_ii, U_i)`` of LIBLINEAR's dual for per-row costs ``C``: L2 loss
+    ``(1 / (2 C), inf)``, L1 loss ``(0, C)``."""
+    C = np.asarray(C, dtype=np.float64)
+    if loss == "l2":
+        return 0.5 / C, np.full(C.shape[0], np.inf)
+    if loss == "l1":
+        return np.zeros(C.shape[0]), C.copy()
+    raise ValueError(f"unknown loss {loss!r}")
+
+
+def row_sqnorms(rows, bias: float, shared_bias: float, anchor_idx, coding_weight) -> np.ndarray:
+    """``||z_i||^2`` of the (coded) rows, by the dual-CD kernel."""
+    out = np.empty(rows.n_rows)
+    _dual_cd.coded_row_sqnorms(rows.data, rows.indices, rows.indptr, rows.n_features, bias,
+                               anchor_idx, coding_weight, out, shared_bias)
+    return out
+
+
+def subproblem_qd(sqnorm: np.ndarray, diag: np.ndarray, sigma: float) -> np.ndarray:
+    """Curvature of the local subproblem's coordinates, ``sigma ||z_i||^2 + D_ii``
+    (``||z_i||^2 + D_ii`` exactly when ``sigma = 1``)."""
+    return sigma * sqnorm + diag if sigma != 1.0 else sqnorm + diag
+
+
+def partition_stream(solver_state: np.ndarray, k: int) -> np.ndarray:
+    """The sample-order stream of partition ``k`` of a problem whose solver stream
+    is ``solver_state`` (the same in the thread and the Dask drivers)."""
+    return rng_state(int(solver_state[0]), PURPOSE_COCOA, k + 1)
+
+
+def split_rows(n: int, n_parts: int, solver_state: np.ndarray) -> list:
+    """``n_parts`` fixed, balanced partitions of ``range(n)`` (int32 row ids, sorted):
+    a seeded permutation cut into contiguous pieces, so sorted data (rows grouped
+    by label) does not give one partition one class."""
+    rng = np.random.Generator(np.random.PCG64(int(rng_state(int(solver_state[0]),
+                                                            PURPOSE_COCOA, 0)[0])))
+    perm = rng.permutation(n)
+    bounds = [n * k // n_parts for k in range(n_parts + 1)]
+    return [np.sort(perm[bounds[k]:bounds[k + 1]]).astype(np.int32)
+            for k in range(n_parts)]
+
+
+@dataclass
+class PartState:
+    """What a partition keeps between rounds: its rows in visiting order (the
+    active set first), the size of the active set and its sample-order stream."""
+    index: np.ndarray           # int32 row ids (into the arrays the pass sees)
+    active_size: int
+    rng_state: np.ndarray       # uint64[1]
+
+    @classmethod
+    def fresh(cls, index: np.ndarray, stream: np.ndarray) -> "PartState":
+        index = np.ascontiguousarray(index, dtype=np.int32)
+        return cls(index, index.shape[0], np.array(stream, dtype=np.uint64).reshape(1))
+
+    def copy(self) -> "PartState":
+        return PartState(self.index.copy(), self.active_size, self.rng_state.copy())
+
+    @property
+    def n_rows(self) -> int:
+        return self.index.shape[0]
+
+
+def partition_pass(rows, bias: float, shared_bias: float, anchor_idx, coding_weight,
+                   y: np.ndarray, QD: np.ndarray, diag: np.ndarray, upper: np.ndarray,
+                   alpha: np.ndarray, W_work: np.ndarray, state: PartState,
+                   PGmax_old: float, PGmin_old: float, sigma: float):
+    """One local pass of the CoCoA+ subproblem over ``state.index`` (in place on
+    ``alpha``, ``W_work``, ``state``); returns ``(PGmax, PGmin)`` of the pass.
+    ``QD`` is :func:`subproblem_qd` of the same ``sigma``."""
+    if state.n_rows == 0:
+        return -INF, INF
+    active, PGmax, PGmin = _dual_cd.dual_cd_pass(
+        rows.data, rows.indices, rows.indptr, rows.n_features, bias, anchor_idx,
+        coding_weight, y, QD, diag, upper, alpha, W_work, state.index, state.active_size,
+        PGmax_old, PGmin_old, state.rng_state, shared_bias, sigma)
+    state.active_size = int(active)
+    return PGmax, PGmin
+
+
+class StopRule:
+    """LIBLINEAR's stopping rule and shrinking thresholds, on the projected
+    gradients of all partitions of one problem, round by round -- and, with more
+    than one partition, a duality-gap check once ``W`` has stopped moving.
+
+    Why the second rule: CoCoA+'s dual variables converge slowly in the directions
+    that shift weight between partitions without changing ``W`` much (similar rows
+    in different partitions: there the local curvature ``sigma' Q_kk`` dwarfs the
+    true one).  The projected gradients, which include ``D alpha``, can then stall
+    above ``eps`` while ``W`` -- the model -- is converged.  So once
+    ``||sum_k u_k|| <= w_tol ||W||`` (``w_tol = W_TOL_PER_EPS * eps``) in
+    ``PATIENCE`` consecutive rounds, the driver computes the duality gap
+    ``P(W) - D(alpha)`` (one pass of decision values over the rows) and the rounds
+    stop when it is at most ``gap_tol P(W)`` (``gap_tol = GAP_TOL_PER_EPS * eps``):
+    the model's primal objective is then certified within that fraction of the
+    optimum.  Otherwise the rounds go on and the next check waits twice as many
+    rounds as the last (``PATIENCE``, 2 ``PATIENCE``, 4 ``PATIENCE``, ...: the
+    checks cost at most a few passes in all)."""
+
+    W_TOL_PER_EPS = 0.01
+    GAP_TOL_PER_EPS = 0.01
+    PATIENCE = 2
+
+    def __init__(self, eps: float, max_iter: int, w_tol: float | None = None,
+                 gap_tol: float | None = None):
+        self.eps = float(eps)
+        self.max_iter = int(max_iter)
+        self.w_tol = w_tol
+        self.gap_tol = gap_tol if gap_tol is not None or w_tol is None \
+            else self.GAP_TOL_PER_EPS * self.eps
+        self.PGmax_old, self.PGmin_old = INF, -INF
+        self.rounds = 0
+        self.done = False
+        self.unshrink = False       # the next round runs on all rows
+        self.unshrinks = 0
+        self.still = 0              # consecutive rounds with W (nearly) unchanged
+        self.wait = self.PATIENCE   # such rounds before the next gap check
+        self.gaps = []              # relative duality gaps computed
+        self.reason = ""
+
+    @classmethod
+    def for_partitions(cls, eps: float, max_iter: int, n_parts: int) -> "StopRule":
+        """LIBLINEAR's rule alone for one partition; with the gap check for more."""
+        return cls(eps, max_iter, None if n_parts == 1 else cls.W_TOL_PER_EPS * eps)
+
+    def update(self, PGmax: float, PGmin: float, all_active: bool,
+               w_change: float = INF) -> str:
+        """After a round (``w_change`` = ``||sum_k u_k|| / ||W||``): ``"stop"``,
+        ``"unshrink"`` (converged on the active rows: check all rows next),
+        ``"gap"`` (compute the duality gap and call :meth:`gap_checked`) or
+        ``"continue"``."""
+        self.rounds += 1
+        eps = self.eps
+        self.unshrink = False
+        if PGmax - PGmin <= eps and abs(PGmax) <= eps and abs(PGmin) <= eps:
+            if all_active:
+                return self._stop("projected gradient")
+            self.unshrink = True
+            self.unshrinks += 1
+            self.PGmax_old, self.PGmin_old = INF, -INF
+            return "unshrink"
+        self.PGmax_old = PGmax if PGmax > 0 else INF
+        self.PGmin_old = PGmin if PGmin < 0 else -INF
+        if self.rounds >= self.max_iter:
+            return self._stop("iteration cap")
+        if self.w_tol is not None:
+            self.still = self.still + 1 if w_change <= self.w_tol else 0
+            if self.still >= self.wait:
+                return "gap"
+        return "continue"
+
+    def gap_checked(self, primal: float, dual: float) -> str:
+        """The duality gap at the current ``(W, alpha)``: ``primal`` = P(W),
+        ``dual`` = LIBLINEAR's dual objective (``-D``).  ``"stop"`` or ``"continue"``."""
+        gap = (primal + dual) / max(abs(primal), 1e-300)
+        self.gaps.append(gap)
+        self.still = 0
+        if gap <= self.gap_tol:
+            return self._stop(f"duality gap {gap:.1e}")
+        self.wait *= 2
+        return "continue"
+
+    def _stop(self, reason: str) -> str:
+        self.done = True
+        self.reason = reason
+        return "stop"
+
+
+def decision_values(rows, bias: float, shared_bias: float, anchor_idx, coding_weight,
+                    W: np.ndarray, n_main: int, n_threads: int = 1) -> np.ndarray:
+    """``<W, z_i>`` of every (coded) row, by the prediction kernels: ``W[:n_main]``
+    the anchor-major weights, ``W[-1]`` the shared bias weight when
+    ``shared_bias >= 0``.  Row ranges in ``n_threads`` threads."""
+    n = rows.n_rows
+    out = np.empty((n, 1))
+    Wm = np.ascontiguousarray(W[:n_main]).reshape(-1, 1)
+
+    def work(rng):
+        a, b = rng
+        if anchor_idx.shape[0] == 0:
+            p0, p1 = int(rows.indptr[a]), int(rows.indptr[b])
+            linear_decision_values(rows.data[p0:p1], rows.indices[p0:p1],
+                                   np.ascontiguousarray(rows.indptr[a:b + 1] - p0), Wm,
+                                   rows.n_features, bias, out[a:b])
+        else:
+            local_decision_values(rows.data, rows.indices, rows.indptr, anchor_idx,
+                                  coding_weight, Wm, rows.n_features, bias, out, a, b)
+
+    ranges = split_ranges(n, max(1, n_threads))
+    if n_threads > 1 and len(ranges) > 1:
+        with ThreadPoolExecutor(max_workers=len(ranges)) as pool:
+            list(pool.map(work, ranges))
+    elif n:
+        work((0, n))
+    values = out[:, 0]
+    if shared_bias >= 0:
+        values += W[-1] * shared_bias
+    return values
+
+
+def loss_sum(values: np.ndarray, y: np.ndarray, C: np.ndarray, loss: str) -> float:
+    """``sum_i C_i loss(y_i f_i)``: squared hinge (``"l2"``) or hinge (``"l1"``)."""
+    m = np.maximum(0.0, 1.0 - y * values)
+    return float(np.dot(C, m * m if loss == "l2" else m))
+
+
+def w_change(W: np.ndarray, step: np.ndarray) -> float:
+    """``||step|| / ||W||`` (inf while ``W`` is 0)."""
+    nw = float(np.linalg.norm(W))
+    return float(np.linalg.norm(step)) / nw if nw > 0 else INF
+
+
+def add_updates(W: np.ndarray, updates) -> None:
+    """``W += u_0 + u_1 + ...`` in the given (partition) order, in place."""
+    for u in updates:
+        W += u
+
+
+def dual_objective(W: np.ndarray, alpha: np.ndarray, diag: np.ndarray) -> float:
+    """LIBLINEAR's printed objective of the dual, ``(W.W + alpha.(D alpha - 2)) / 2``."""
+    return 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
+
+
+# ------------------------------------------------------------ thread driver
+def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
+                             loss: str, n_parts: int, max_iter: int | None = None
+                             ) -> SolveResult:
+    """:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc` by CoCoA+ over ``n_parts``
+    row partitions, one thread each (module doc)."""
+    rows = prob.rows
+    n = rows.n_rows
+    K = max(1, min(int(n_parts), n))
+    sigma = float(K)                   # sigma' = gamma K with gamma = 1
+    y = np.ascontiguousarray(prob.y, dtype=np.int8)
+    diag, upper = loss_terms(prob.per_row_C(), loss)
+    anchor_idx, coding_weight = prob.coding_arrays()
+    bias, shared_bias = prob.kernel_bias
+    QD = subproblem_qd(row_sqnorms(rows, bias, shared_bias, anchor_idx, coding_weight),
+                       diag, sigma)
+    alpha = np.zeros(n)
+    W = np.zeros(prob.w_size)
+    if K == 1:
+        # one partition is LIBLINEAR's solver: its rows in order, the problem's own
+        # stream, the pass straight on W
+        parts = [PartState(np.arange(n, dtype=np.int32), n, prob.rng_state)]
+        work = [W]
+    else:
+        parts = [PartState.fresh(ids, partition_stream(prob.rng_state, k))
+                 for k, ids in enumerate(split_rows(n, K, prob.rng_state))]
+        work = [np.empty_like(W) for _ in range(K)]
+    rule = StopRule.for_partitions(params.resolved_eps(),
+                                   params.max_iter if max_iter is None else max_iter, K)
+    C = prob.per_row_C()
+    n_main = W.shape[0] - (1 if prob.shared_bias else 0)
+    info(f"CoCoA+: {K} partitions\n")
+
+    def local(k):
+        if work[k] is not W:
+            np.copyto(work[k], W)
+        return partition_pass(rows, bias, shared_bias, anchor_idx, coding_weight, y, QD,
+                              diag, upper, alpha, work[k], parts[k], rule.PGmax_old,
+                              rule.PGmin_old, sigma)
+
+    with ThreadPoolExecutor(max_workers=K, thread_name_prefix="lcoding-cocoa") as pool:
+        while not rule.done:
+            if rule.unshrink:
+                for part in parts:
+                    part.active_size = part.n_rows
+            pgs = list(pool.map(local, range(K))) if K > 1 else [local(0)]
+            change = INF
+            if K > 1:
+                # u_k = (W~_k - W) / sigma', added in partition order
+                updates = [(work[k] - W) / sigma for k in range(K)]
+                step = np.sum(updates, axis=0)
+                add_updates(W, updates)
+                change = w_change(W, step)
+            action = rule.update(max(pg[0] for pg in pgs), min(pg[1] for pg in pgs),
+                                 all(p.active_size == p.n_rows for p in parts), change)
+            if action == "gap":
+                f = decision_values(rows, bias, shared_bias, anchor_idx, coding_weight, W,
+                                    n_main, K)
+                primal = 0.5 * float(W @ W) + loss_sum(f, y, C, loss)
+                action = rule.gap_checked(primal, dual_objective(W, alpha, diag))
+            if rule.rounds % 10 == 0:
+                info(".")
+            if action == "unshrink":
+                info("*")
+    it = rule.rounds
+    if K > 1:
+        info(f"\nCoCoA+ stopped: {rule.reason}")
+    info(f"\noptimization finished, #iter = {it}\n")
+    objective = dual_objective(W, alpha, diag)
+    info(f"Objective value = {objective:f}\n")
+    info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
+    return SolveResult(W, it, objective, alpha, extra={"partitions": K, "stop": rule.reason})
+
+
+def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
+                           n_parts: int) -> SolveResult:
+    """``-s 1`` on ``n_parts`` cores; at the round cap as LIBLINEAR's ``-s 1``: a linear
+    model continues with the primal Newton ``-s 2``, a coded one warns."""
+    res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts)
+    if res.n_iter >= params.max_iter:
+        if prob.coding is None:
+            info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
+            return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
+        info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
+    return res
+
+
+def train_l1loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
+                           n_parts: int) -> SolveResult:
+    """``-s 3`` on ``n_parts`` cores (warnings at the round cap as LIBLINEAR's)."""
+    res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l1", n_parts)
+    if res.n_iter >= params.max_iter:
+        if prob.coding is not None:
+            info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
+        else:
+            info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster "
+                 "(also see FAQ)\n\n")
+    return res
+
+
+# -s -> the CoCoA+ form of the binary solver, ``solver(prob, params, info, n_parts)``
+COCOA_SOLVERS = {int(SolverType.L2R_L2LOSS_SVC_DUAL): train_l2loss_svc_cocoa,
+                 int(SolverType.L2R_L1LOSS_SVC_DUAL): train_l1loss_svc_cocoa}
+
+
+def parallel_binary_solver(solver_type: int, n_jobs: int, n_threads: int):
+    """The solver a method should use for its binary problems: the CoCoA+ form on
+    ``n_threads`` partitions when there is exactly one binary problem of ``-s 1`` or
+    ``-s 3`` and more than one thread (else None: keep the sequential solver and
+    run the problems in threads)."""
+    if n_jobs != 1 or n_threads <= 1 or int(solver_type) not in COCOA_SOLVERS:
+        return None
+    solver = COCOA_SOLVERS[int(solver_type)]
+
+    def solve(prob, params, info):
+        return solver(prob, params, info, n_threads)
+    return solve

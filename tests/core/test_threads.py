@@ -1,0 +1,133 @@
+"""Ctrl-C with threads: the stop request of lcoding.core.threads."""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from lcoding.core import threads
+from lcoding.core.threads import (STOP_FLAG, TrainingInterrupted, check_stop, map_threads,
+                                  run_interruptible, run_ranges, stop_requested)
+from lcoding.linear import _dual_cd
+
+
+def busy(seconds_limit=5.0):
+    """A work item that runs until stopped (or the limit): a pass loop's shape."""
+    def work(_):
+        start = time.perf_counter()
+        while time.perf_counter() - start < seconds_limit:
+            check_stop()
+            time.sleep(0.005)
+        return "finished"
+    return work
+
+
+def interrupt_main_after(delay):
+    """A real SIGINT to the main thread after ``delay`` seconds (as Ctrl-C delivers it:
+    it interrupts the main thread's wait; _thread.interrupt_main would not)."""
+    main = threading.main_thread().ident
+    timer = threading.Timer(delay, signal.pthread_kill, (main, signal.SIGINT))
+    timer.start()
+    return timer
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 4])
+def test_keyboard_interrupt_stops_running_workers(n_threads):
+    """The main thread's KeyboardInterrupt stops the items already running in worker
+    threads at their next check (before: they finished first)."""
+    timer = interrupt_main_after(0.2)
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        run_interruptible(map_threads, busy(), range(6), n_threads)
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 2.0
+    assert not stop_requested() and STOP_FLAG[0] == 0     # cleared for the next run
+    assert threads._busy_workers == 0
+    assert map_threads(lambda i: i * i, range(4), n_threads) == [0, 1, 4, 9]
+
+
+def test_map_threads_in_the_main_thread_stops_its_pool():
+    timer = interrupt_main_after(0.2)
+    start = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        map_threads(busy(), range(4), 2)
+    timer.join()
+    assert time.perf_counter() - start < 2.0
+    assert not stop_requested()
+
+
+def test_run_ranges_checks_between_chunks():
+    calls = []
+
+    def work(rng):
+        calls.append(rng)
+        if len(calls) == 2:
+            threads._request_stop()
+
+    try:
+        with pytest.raises(TrainingInterrupted):
+            run_ranges(work, 10 * threads.RANGE_CHUNK, 1)
+    finally:
+        threads._clear_stop()
+    assert len(calls) == 2
+    assert calls[0] == (0, threads.RANGE_CHUNK)
+
+
+def test_run_ranges_chunks_cover_the_rows_once():
+    seen = np.zeros(3 * threads.RANGE_CHUNK + 17, dtype=int)
+
+    def work(rng):
+        seen[rng[0]:rng[1]] += 1
+
+    run_ranges(work, seen.size, 3)
+    assert (seen == 1).all()
+
+
+def test_errors_other_than_interrupts_pass_through_and_skip_the_rest():
+    started = []
+
+    def work(i):
+        started.append(i)
+        if i == 0:
+            raise ValueError("bad item")
+        time.sleep(0.05)
+        return i
+
+    with pytest.raises(ValueError, match="bad item"):
+        map_threads(work, range(50), 2)
+    assert len(started) < 50
+
+
+def test_worker_sees_the_callers_numpy_errstate():
+    def divide(_):
+        return np.float64(1.0) / np.float64(0.0)
+
+    with np.errstate(divide="raise"):
+        with pytest.raises(FloatingPointError):
+            run_interruptible(divide, None)
+
+
+def test_kernel_returns_early_on_the_flag():
+    """dual_cd_pass reads the flag between rows: with it raised, nothing is done."""
+    n = 1000
+    rng = np.random.default_rng(0)
+    X = rng.random((n, 5))
+    data = np.ascontiguousarray(X.ravel())
+    indices = np.tile(np.arange(5, dtype=np.int32), n)
+    indptr = np.arange(0, 5 * n + 1, 5, dtype=np.int64)
+    y = np.where(rng.random(n) > 0.5, 1, -1).astype(np.int8)
+    QD = np.einsum("ij,ij->i", X, X) + 0.5
+    empty_idx, empty_wt = np.zeros((0, 1), np.int32), np.zeros((0, 1))
+    args = lambda W, alpha: (data, indices, indptr, 5, -1.0, empty_idx, empty_wt, y, QD,
+                             np.full(n, 0.5), np.full(n, np.inf), alpha, W,
+                             np.arange(n, dtype=np.int32), n, np.inf, -np.inf,
+                             np.array([1], dtype=np.uint64))
+    W, alpha = np.zeros(5), np.zeros(n)
+    _dual_cd.dual_cd_pass(*args(W, alpha), stop=np.ones(1, dtype=np.uint8))
+    assert not W.any() and not alpha.any()
+    _dual_cd.dual_cd_pass(*args(W, alpha), stop=np.zeros(1, dtype=np.uint8))
+    assert W.any()

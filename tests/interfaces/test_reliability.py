@@ -1,0 +1,243 @@
+"""Reliability through the public interfaces: models without features, -B, Ctrl-C.
+
+Paths that used to kill the interpreter (a remainder by a zero stride under
+``cdivision``) run in a subprocess, so that a regression fails the test instead of
+taking pytest down with it.
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from lcoding.liblinear import parameter, problem
+from lcoding.liblinearutil import load_model, predict, save_model, train
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def run_python(code: str, *args, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter (the in-place build of this tree)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+                          cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_clean_exit(proc: subprocess.CompletedProcess) -> None:
+    assert proc.returncode == 0, (
+        f"exit code {proc.returncode} (negative: killed by signal {-proc.returncode})\n"
+        f"stdout: {proc.stdout[-2000:]}\nstderr: {proc.stderr[-2000:]}")
+
+
+# ----------------------------------------------------------- models of no features
+# every option set of the crash report, and the other codings on the same kernels
+NO_FEATURE_OPTIONS = [
+    "-s 1 -L 2 -A 2 -k 1",
+    "-s 3 -L 2 -A 2 -k 1",
+    "-s 30 -L 2 -A 2 -k 1",
+    "-s 31 -L 2 -A 2",
+    "-s 31 -L 3 -A 2",
+    "-s 1 -L 2 -A 2 -k 1 -K 3",
+    "-s 1 -L 1 -A 2 -k 1",
+    "-s 1 -L 6 -A 2 -k 1",
+    "-s 4 -L 2 -A 2 -k 1",
+    "-s 32 -L 2 -A 2 -k 1",
+    "-s 1",
+]
+
+
+@pytest.mark.parametrize("options", NO_FEATURE_OPTIONS)
+def test_model_without_features_predicts_like_liblinear(options, tmp_path):
+    """Training rows without any feature give a model of input dimension 0; without a
+    bias every decision value is 0, so it predicts label[1] as LIBLINEAR's linear model
+    does -- before and after a save/load (it used to die of SIGFPE in prediction)."""
+    proc = run_python(f"""
+        import sys
+        from lcoding.liblinearutil import train, predict, save_model, load_model
+        m = train([1, 2] * 60, [{{}}] * 120, '{options} -q')
+        print(predict([], [{{}}], m, '-q')[0], predict([], [{{3: 1.0}}], m, '-q')[0])
+        save_model(sys.argv[1], m)
+        m = load_model(sys.argv[1])
+        print(predict([], [{{}}], m, '-q')[0], m.get_nr_feature())
+        """, tmp_path / "m.model")
+    assert_clean_exit(proc)
+    assert proc.stdout.split("\n")[:2] == ["[2.0] [2.0]", "[2.0] 0"]
+
+
+def test_model_without_features_with_bias_predicts_from_the_bias(tmp_path):
+    proc = run_python("""
+        from lcoding.liblinearutil import train, predict
+        m = train([1] * 30 + [2] * 90, [{}] * 120, '-s 1 -L 2 -A 2 -k 1 -B 1 -q')
+        labels, _, values = predict([], [{}, {}], m, '-q')
+        print(labels, values[0][0] < 0)
+        """)
+    assert_clean_exit(proc)
+    assert proc.stdout.strip() == "[2.0, 2.0] True"
+
+
+NO_FEATURE_MODEL = """\
+solver_type L2R_L2LOSS_SVC_DUAL
+nr_class 2
+label 1 2
+nr_feature 0
+bias -1
+lcoding_format 1
+coding KNN_GAUSSIAN
+nr_anchor 2
+nr_neighbor 1
+coding_param 1
+kernel_map none
+kernel_map_order 0
+kernel_map_period 0
+nr_dim 0
+anchors
+w
+"""
+
+
+def test_sixteen_line_model_file_without_features(tmp_path):
+    path = tmp_path / "dim0.model"
+    path.write_text(NO_FEATURE_MODEL)
+    assert len(NO_FEATURE_MODEL.splitlines()) == 16
+    proc = run_python("""
+        import sys
+        from lcoding.liblinearutil import load_model, predict
+        m = load_model(sys.argv[1])
+        print(predict([], [{}, {1: 5.0}], m, '-q')[0])
+        """, path)
+    assert_clean_exit(proc)
+    assert proc.stdout.strip() == "[2.0, 2.0]"
+
+
+def test_cli_without_features(tmp_path):
+    train_file = tmp_path / "empty.train"
+    train_file.write_text("1\n2\n" * 60)
+    test_file = tmp_path / "empty.test"
+    test_file.write_text("1\n2 5:1\n")
+    proc = run_python("""
+        import sys
+        from lcoding.cli import predict_main, train_main
+        tr, te, model, out = sys.argv[1:5]
+        for opts in (['-s', '1', '-L', '2', '-A', '2', '-k', '1'], ['-s', '31', '-L', '3', '-A', '2'],
+                     ['-s', '1', '-L', '2', '-A', '2', '-k', '1', '-K', '3']):
+            assert train_main(opts + ['-q', tr, model]) == 0
+            assert predict_main(['-q', te, model, out]) == 0
+            print(open(out).read().split())
+        """, train_file, test_file, tmp_path / "m.model", tmp_path / "out.txt")
+    assert_clean_exit(proc)
+    assert proc.stdout.split("\n")[:3] == ["['2', '2']"] * 3
+
+
+def test_k_q_metrics_refuse_rows_without_features():
+    with pytest.raises(ValueError, match="no features"):
+        train([1, 2] * 10, [{}] * 20, "-s 40 -k 1 -Q 2 -q")
+    with pytest.raises(ValueError, match="no features"):
+        train([1, 2] * 10, [{}] * 20, "-s 41 -k 1 -Q 2 -q")
+
+
+def test_anchor_planes_refuse_rows_without_features():
+    with pytest.raises(ValueError, match="rank bound"):
+        train([1, 2] * 10, [{}] * 20, "-s 1 -L 4 -A 2 -q")
+
+
+# ----------------------------------------------------------------------- -B
+@pytest.mark.parametrize("bias", ["inf", "-inf", "1e200"])
+def test_bias_must_be_finite(bias):
+    with pytest.raises(ValueError, match=r"option -B"):
+        train([1, 2, 1, 2], [{1: 1}, {2: 1}, {1: 2}, {2: 3}], f"-B {bias} -q")
+
+
+def test_bias_nan_is_refused_by_the_option_parser():
+    with pytest.raises(ValueError, match="-B"):
+        train([1, 2, 1, 2], [{1: 1}, {2: 1}, {1: 2}, {2: 3}], "-B nan -q")
+
+
+@pytest.mark.parametrize("bias", [float("inf"), float("nan"), -float("inf"), 1e200])
+def test_problem_set_bias_refuses_non_finite(bias):
+    prob = problem([1, 2], [{1: 1}, {2: 1}])
+    with pytest.raises(ValueError, match="-B"):
+        prob.set_bias(bias)
+    with pytest.raises(ValueError, match="-B"):
+        problem([1, 2], [{1: 1}, {2: 1}], bias=bias)
+
+
+def test_parameter_with_infinite_bias_is_refused_by_train():
+    prob = problem([1, 2, 1, 2], [{1: 1}, {2: 1}, {1: 2}, {2: 3}])
+    with pytest.raises(ValueError, match="-B"):
+        train(prob, parameter("-B inf -q"))
+
+
+def test_finite_bias_still_trains(tmp_path):
+    m = train([1, 2, 1, 2], [{1: 1}, {2: 1}, {1: 2}, {2: 3}], "-B 2.5 -q")
+    assert m.bias == 2.5
+    save_model(str(tmp_path / "m"), m)
+    assert np.isfinite(predict([1], [{1: 1}], load_model(str(tmp_path / "m")), "-q")[2]).all()
+
+
+# ------------------------------------------------------------------- Ctrl-C
+CTRL_C_CHILD = """
+import sys, numpy as np, scipy.sparse as sp
+rng = np.random.default_rng(0)
+n, d, nnz = 60000, 784, 150                      # MNIST-size: 60000 x 784, ~19 % dense
+idx = np.sort(rng.integers(0, d, size=(n, nnz)), axis=1)
+X = sp.csr_matrix((rng.random((n, nnz)).ravel(), idx.ravel(), np.arange(0, n * nnz + 1, nnz)),
+                  shape=(n, d))
+X.sum_duplicates()
+y = rng.integers(0, 10, n).astype(float)
+from lcoding.liblinearutil import train, save_model
+print("ready", flush=True)
+m = train(y, X, sys.argv[1])
+print("trained", flush=True)
+save_model(sys.argv[2], m)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options,stage", [
+    ("-s 1 -m 2 -q", None),                          # one-vs-rest solves in 2 threads
+    ("-s 1 -L 2 -A 100 -k 8 -m 2", "anchors:"),      # LL-SVM: the per-class dual CD
+    ("-s 31 -L 2 -A 200 -k 50 -a 1 -m 2", "-T 0:"),  # LLC-SAPL: inside a 5 s joint epoch
+    ("-s 1 -m 1 -q", None),                          # no worker threads at all
+])
+def test_ctrl_c_stops_training_within_a_second(options, stage, tmp_path):
+    """SIGINT 1 s into training (or 1 s into ``stage``, the line announcing it) on
+    MNIST-size data: KeyboardInterrupt within 1 s, no model file.  (Before: with -m 2
+    the per-class solves already running in worker threads finished first, 15-36 s;
+    one LLC-JO epoch ran 4-5 s without returning to Python.)"""
+    out = tmp_path / "m.model"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, options, str(out)],
+                             cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        if stage is not None:
+            for line in child.stdout:
+                if line.startswith(stage):
+                    break
+            else:
+                raise AssertionError(f"the training never printed {stage!r}")
+        time.sleep(1.0)
+        sent = time.perf_counter()
+        child.send_signal(signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+        latency = time.perf_counter() - sent
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    assert "KeyboardInterrupt" in err, err[-2000:]
+    assert child.returncode != 0
+    assert latency < 1.0, f"{options}: exited {latency:.2f} s after SIGINT"
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]

@@ -1,0 +1,430 @@
+"""The scikit-learn estimators of :mod:`lcoding.sklearn`: scikit-learn's own
+estimator checks, input types, labels, weights, probabilities, pickling, the
+option-string round trip, model files and the model-selection tools."""
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+sklearn = pytest.importorskip("sklearn")
+
+from sklearn.base import clone  # noqa: E402
+from sklearn.datasets import make_blobs, make_classification  # noqa: E402
+from sklearn.experimental import enable_halving_search_cv  # noqa: E402,F401
+from sklearn.model_selection import (GridSearchCV, HalvingRandomSearchCV,  # noqa: E402
+                                     cross_val_score)
+from sklearn.pipeline import make_pipeline  # noqa: E402
+from sklearn.preprocessing import StandardScaler  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+import lcoding  # noqa: E402
+from lcoding import liblinearutil  # noqa: E402
+from lcoding.io.model_files import model_to_text  # noqa: E402
+from lcoding.sklearn import (AnchorPlanesSVC, InvariantSVC, KQMetricsClassifier,  # noqa: E402
+                             LinearClassifier, LLCJointSVC, LocallyLinearSVC)
+
+# small settings: the checks fit hundreds of tiny problems
+CHECKED = [
+    LocallyLinearSVC(n_anchors=4, n_neighbors=2),
+    LocallyLinearSVC(n_anchors=4, n_neighbors=2, probability=True),
+    LocallyLinearSVC(n_anchors=4, coding="kstar", solver="sgd"),
+    AnchorPlanesSVC(n_planes=2, classifier="linear"),
+    AnchorPlanesSVC(n_planes=2),
+    LLCJointSVC(n_anchors=4, n_neighbors=2),
+    KQMetricsClassifier(n_clusters=2, q=1, offset=1.0),
+    InvariantSVC(n_landmarks=30),
+    LinearClassifier(tol=1e-12),
+]
+
+WEIGHTS_NOT_REPEATS = (
+    "the anchors (k-means), the OCC planes and the data-dependent defaults (C='scale', "
+    "beta='scale') are computed from the rows without weights, so a weighted fit and a "
+    "fit on repeated rows differ; the per-row C itself is exact (test_sample_weight_*)")
+
+
+def expected_failed_checks(est):
+    failed = {}
+    if not isinstance(est, LinearClassifier) and "sample_weight" in \
+            type(est).fit.__code__.co_varnames:
+        failed["check_sample_weight_equivalence_on_dense_data"] = WEIGHTS_NOT_REPEATS
+        failed["check_sample_weight_equivalence_on_sparse_data"] = WEIGHTS_NOT_REPEATS
+    if isinstance(est, AnchorPlanesSVC) and est.classifier == "local":
+        failed["check_classifiers_train"] = (
+            "the check's data have 2 features, so G-OCC has 2 planes and the code of x is "
+            "just its L1-normalised coordinates: the locally linear model on it stays below "
+            "the check's 83 % accuracy on blobs (the linear classifier on the codes passes; "
+            "the method is meant for n_planes << n_features)")
+    if getattr(est, "probability", False):
+        failed["check_classifiers_train"] = (
+            "Platt probabilities are fitted on cross-validation decision values, so near the "
+            "boundary their argmax can differ from predict (as SVC(probability=True))")
+    return failed
+
+
+@parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
+def test_sklearn_conventions(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check(estimator)
+
+
+# ---------------------------------------------------------------------- helpers
+def blobs(n=240, centers=3, seed=0, features=4, std=2.0):
+    X, y = make_blobs(n_samples=n, centers=centers, n_features=features, random_state=seed,
+                      cluster_std=std)
+    return StandardScaler().fit_transform(X), y
+
+
+SMALL = dict(n_anchors=6, n_neighbors=3)
+
+
+def test_import_does_not_need_sklearn():
+    code = ("import sys, lcoding, lcoding.liblinearutil; "
+            "assert 'sklearn' not in sys.modules; "
+            "from lcoding import LocallyLinearSVC; assert 'sklearn' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_lazy_names():
+    assert lcoding.LocallyLinearSVC is LocallyLinearSVC
+    with pytest.raises(AttributeError):
+        lcoding.NoSuchEstimator  # noqa: B018
+
+
+# ---------------------------------------------------------------------- inputs
+@pytest.mark.parametrize("kind", ["dense", "csr", "csc", "coo", "csr_array", "list",
+                                  "dataframe"])
+def test_input_types_give_the_same_model(kind):
+    X, y = blobs()
+    ref = LocallyLinearSVC(**SMALL).fit(X, y)
+    if kind == "dataframe":
+        pd = pytest.importorskip("pandas")
+        Xk = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+        yk = pd.Series(y)
+    else:
+        Xk = {"dense": X, "csr": sp.csr_matrix(X), "csc": sp.csc_matrix(X),
+              "coo": sp.coo_matrix(X), "csr_array": sp.csr_array(X), "list": X.tolist()}[kind]
+        yk = y.tolist() if kind == "list" else y
+    est = LocallyLinearSVC(**SMALL).fit(Xk, yk)
+    assert model_to_text(est.model_) == model_to_text(ref.model_)
+    np.testing.assert_array_equal(est.predict(Xk), ref.predict(X))
+    if kind == "dataframe":
+        assert list(est.feature_names_in_) == list(Xk.columns)
+
+
+def test_unsorted_int64_sparse_indices():
+    X, y = blobs()
+    csr = sp.csr_matrix(X)
+    # reverse the column order inside every row, int64 indices
+    data, indices = csr.data.copy(), csr.indices.astype(np.int64)
+    for r in range(csr.shape[0]):
+        a, b = csr.indptr[r], csr.indptr[r + 1]
+        data[a:b], indices[a:b] = data[a:b][::-1], indices[a:b][::-1]
+    messy = sp.csr_matrix((data, indices, csr.indptr), shape=csr.shape)
+    messy.indices = indices                    # keep the int64 indices
+    messy.indptr = csr.indptr.astype(np.int64)
+    messy.has_sorted_indices = False
+    assert messy.indices.dtype == np.int64
+    a = LocallyLinearSVC(**SMALL).fit(messy, y)
+    b = LocallyLinearSVC(**SMALL).fit(X, y)
+    assert model_to_text(a.model_) == model_to_text(b.model_)
+
+
+# ---------------------------------------------------------------------- labels
+@pytest.mark.parametrize("labels", [
+    np.array(["cat", "dog", "emu"]), np.array([-1, 1, 7]), np.array([2.0, 0.0, -1.0]),
+    np.array([10, 3, 4]), np.array([True, False, True])])
+def test_labels_of_any_type(labels):
+    X, y = blobs()
+    if labels.dtype == bool:
+        X, y = X[y < 2], y[y < 2]
+        labels = np.array([True, False])
+    y_lab = labels[y]
+    est = LocallyLinearSVC(**SMALL).fit(X, y_lab)
+    np.testing.assert_array_equal(est.classes_, np.unique(y_lab))
+    pred = est.predict(X)
+    assert pred.dtype == y_lab.dtype
+    assert np.mean(pred == y_lab) > 0.8
+    dec = est.decision_function(X)
+    K = est.classes_.size
+    if K == 2:
+        assert dec.ndim == 1
+        np.testing.assert_array_equal(pred, est.classes_[(dec > 0).astype(int)])
+    else:
+        assert dec.shape == (X.shape[0], K)
+        np.testing.assert_array_equal(pred, est.classes_[np.argmax(dec, axis=1)])
+
+
+@pytest.mark.parametrize("order", [[1, -1], [-1, 1], [0, 1], [1, 0]])
+def test_binary_sign_follows_classes(order):
+    """LIBLINEAR's label[0] is the first-seen label (and +1 before -1); the 1-d
+    decision function is positive for classes_[1] whatever the model's order."""
+    X, y = blobs(centers=2)
+    first = np.flatnonzero(y == 0)[0]
+    perm = np.r_[first, np.delete(np.arange(y.size), first)]
+    X, y = X[perm], np.array(order)[y[perm]]
+    for est in (LocallyLinearSVC(**SMALL), LinearClassifier(),
+                LinearClassifier(solver="crammer_singer")):
+        est.fit(X, y)
+        dec = est.decision_function(X)
+        np.testing.assert_array_equal(est.predict(X)[dec != 0], est.classes_[(dec > 0).astype(int)][dec != 0])
+        assert np.mean(est.predict(X) == y) > 0.9
+
+
+# ---------------------------------------------------------------------- weights
+def _repeat(X, y, w):
+    return np.repeat(X, w, axis=0), np.repeat(y, w)
+
+
+@pytest.mark.parametrize("solver,loss", [("dual_cd", "squared_hinge"), ("dual_cd", "hinge")])
+def test_sample_weight_equals_repeated_rows_dual_cd(solver, loss):
+    """Integer weights = repeated rows for the dual CD (the optimum is unique): with
+    one anchor (gamma = 1 wherever the anchor is) the LL-SVM path gives the same
+    decision values; LinearClassifier too."""
+    X, y = blobs(n=90, std=1.0)
+    w = np.random.default_rng(3).integers(0, 4, size=y.size)
+    Xr, yr = _repeat(X, y, w)
+    for make in (lambda: LocallyLinearSVC(n_anchors=1, n_neighbors=1, C=1.0, beta=1.0,
+                                          solver=solver, loss=loss, tol=1e-10),
+                 lambda: LinearClassifier(solver=solver, loss=loss, tol=1e-10)):
+        a = make().fit(X, y, sample_weight=w)
+        b = make().fit(Xr, yr)
+        # equal up to the solvers' stopping tolerance (unweighted: differences ~0.1)
+        np.testing.assert_allclose(a.decision_function(X), b.decision_function(X),
+                                   rtol=1e-3, atol=1e-3)
+
+
+def test_sample_weight_objective_llsvm():
+    """With many anchors: the weighted LL-SVM fit reaches the weighted objective's
+    optimum (its objective is not above the repeated-rows fit's, evaluated on the
+    weighted problem) -- checked through the solvers' printed objective values."""
+    X, y = blobs(n=120, centers=2)
+    w = np.random.default_rng(0).integers(1, 4, size=y.size).astype(float)
+    est = LocallyLinearSVC(n_anchors=6, n_neighbors=3, C=1.0, beta=1.0, tol=1e-8)
+    est.fit(X, y, sample_weight=w)
+    unweighted = LocallyLinearSVC(n_anchors=6, n_neighbors=3, C=1.0, beta=1.0,
+                                  tol=1e-8).fit(X, y)
+    # same anchors (k-means ignores the weights), so compare the primal objectives
+    # sum w_i C loss_i + |W|^2 / 2 of both solutions on the weighted problem
+    def objective(model):
+        from lcoding.core.rows import as_rows
+        rows = as_rows(X)
+        f = est._decision_from_values(model.decision_values(rows))
+        ypm = np.where(y == est.classes_[1], 1.0, -1.0)
+        loss = np.maximum(0.0, 1.0 - ypm * f) ** 2
+        return 0.5 * float(np.sum(model.w ** 2)) + float(np.sum(w * loss))
+    assert objective(est.model_) <= objective(unweighted.model_) + 1e-6
+
+
+def test_sample_weight_zero_drops_rows():
+    X, y = blobs(n=150)
+    w = np.ones(y.size)
+    w[::3] = 0
+    a = LinearClassifier(tol=1e-10).fit(X, y, sample_weight=w)
+    b = LinearClassifier(tol=1e-10).fit(X[w > 0], y[w > 0])
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=1e-8)
+
+
+def test_sample_weight_refused_by_crammer_singer():
+    X, y = blobs()
+    with pytest.raises(ValueError, match="crammer_singer"):
+        LocallyLinearSVC(solver="crammer_singer", **SMALL).fit(X, y, sample_weight=np.ones(y.size))
+    with pytest.raises(ValueError, match="-s 4"):
+        LinearClassifier(solver="crammer_singer").fit(X, y, sample_weight=np.ones(y.size))
+    with pytest.raises(TypeError):
+        KQMetricsClassifier().fit(X, y, sample_weight=np.ones(y.size))
+
+
+def test_train_model_sample_weight_refused_by_kq():
+    from lcoding.core.options import parse_train_options
+    from lcoding.core.rows import as_rows
+    from lcoding.training import train_model
+    X, y = blobs()
+    with pytest.raises(ValueError, match="kq method"):
+        train_model(y.astype(float), as_rows(X), parse_train_options("-s 41 -k 1 -Q 2 -q"),
+                    sample_weight=np.ones(y.size))
+
+
+def test_class_weight():
+    X, y = make_classification(n_samples=400, weights=[0.9, 0.1], random_state=0)
+    plain = LocallyLinearSVC(**SMALL).fit(X, y)
+    bal = LocallyLinearSVC(class_weight="balanced", **SMALL).fit(X, y)
+    assert "-w1 " in bal.to_options() and "-w0 " in bal.to_options()
+    # the minority class is predicted more often with balanced weights
+    assert np.sum(bal.predict(X) == 1) > np.sum(plain.predict(X) == 1)
+    heavy = LocallyLinearSVC(class_weight={1: 10.0}, **SMALL).fit(X, y)
+    assert "-w1 10" in heavy.to_options()
+    with pytest.raises(ValueError, match="not a class"):
+        LocallyLinearSVC(class_weight={7: 2.0}, **SMALL).fit(X, y)
+
+
+def test_class_weight_string_labels():
+    X, y = blobs()
+    y = np.array(["a", "b", "c"])[y]
+    est = LinearClassifier(class_weight={"b": 3.0}).fit(X, y)
+    assert "-w1 3" in est.to_options()          # "b" is class 1 of 0..K-1
+
+
+# ---------------------------------------------------------------------- probabilities
+@pytest.mark.parametrize("centers", [2, 3])
+def test_predict_proba_calibrated(centers):
+    X, y = blobs(n=400, centers=centers, seed=1)
+    est = LocallyLinearSVC(probability=True, **SMALL).fit(X, y)
+    P = est.predict_proba(X)
+    assert P.shape == (X.shape[0], centers)
+    np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    assert ((P >= 0) & (P <= 1)).all()
+    # calibrated: the mean predicted probability of the true class tracks accuracy,
+    # and the Brier score is small
+    onehot = (y[:, None] == est.classes_[None, :]).astype(float)
+    brier = np.mean(np.sum((P - onehot) ** 2, axis=1))
+    assert brier < 0.25
+    conf = P.max(axis=1)
+    acc = np.mean(est.classes_[P.argmax(axis=1)] == y)
+    assert abs(conf.mean() - acc) < 0.1
+    np.testing.assert_allclose(np.exp(est.predict_log_proba(X)), P)
+
+
+def test_predict_proba_needs_probability():
+    X, y = blobs()
+    est = LocallyLinearSVC(**SMALL).fit(X, y)
+    assert not hasattr(est, "predict_proba")
+    lr = LinearClassifier(loss="log", solver="primal_newton").fit(X, y)
+    np.testing.assert_allclose(lr.predict_proba(X).sum(axis=1), 1.0)
+
+
+# ---------------------------------------------------------------------- persistence
+@pytest.mark.parametrize("make", [
+    lambda: LocallyLinearSVC(probability=True, **SMALL),
+    lambda: LocallyLinearSVC(coding="kstar", solver="averaged_sgd", **SMALL),
+    lambda: AnchorPlanesSVC(n_planes=3),
+    lambda: LLCJointSVC(**SMALL),
+    lambda: KQMetricsClassifier(n_clusters=2, q=2),
+    lambda: InvariantSVC(n_landmarks=40),
+    lambda: LinearClassifier(),
+])
+def test_pickle_round_trip(make):
+    import joblib
+    X, y = blobs()
+    y = np.array(["x", "y", "z"])[y]
+    est = make().fit(X, y)
+    state = est.__getstate__()
+    assert "model_" not in state and isinstance(state["_model_text"], str)
+    again = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(again.predict(X), est.predict(X))
+    np.testing.assert_array_equal(again.decision_function(X), est.decision_function(X))
+    if hasattr(est, "predict_proba"):
+        np.testing.assert_array_equal(again.predict_proba(X), est.predict_proba(X))
+    import io
+    buf = io.BytesIO()
+    joblib.dump(est, buf)
+    buf.seek(0)
+    np.testing.assert_array_equal(joblib.load(buf).predict(X), est.predict(X))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: LocallyLinearSVC(**SMALL),
+    lambda: LocallyLinearSVC(coding="llc", ridge=2.0, class_weight="balanced", **SMALL),
+    lambda: LocallyLinearSVC(coding="inverse_distance", power=0.5, solver="sgd",
+                             max_iter=5, **SMALL),
+    lambda: LocallyLinearSVC(solver="crammer_singer", kernel_map="hellinger", **SMALL),
+    lambda: AnchorPlanesSVC(n_planes=3, planes="per_class"),
+    lambda: LLCJointSVC(coding="kstar", **SMALL),
+    lambda: KQMetricsClassifier(n_clusters=2, q=2, solver="flats", affine=True),
+    lambda: InvariantSVC(n_landmarks=40, class_weight="balanced"),
+    lambda: LinearClassifier(loss="log", solver="primal_newton", C=0.5),
+])
+def test_to_options_trains_the_same_model_file(make, tmp_path):
+    X, y = blobs()
+    X = np.abs(X)                    # non-negative for the Hellinger map
+    y = np.array([3, 1, 2])[y]       # integer labels: the model file carries them
+    est = make().fit(X, y)
+    est.save_model(tmp_path / "est.model")
+    m = liblinearutil.train(y, sp.csr_matrix(X), est.to_options())
+    liblinearutil.save_model(str(tmp_path / "util.model"), m)
+    assert (tmp_path / "est.model").read_bytes() == (tmp_path / "util.model").read_bytes()
+    loaded = liblinearutil.load_model(str(tmp_path / "est.model"))
+    p_label, _, _ = liblinearutil.predict([], X, loaded, "-q")
+    np.testing.assert_array_equal(np.asarray(p_label), est.predict(X))
+    back = type(est).from_model_file(tmp_path / "est.model")
+    np.testing.assert_array_equal(back.predict(X), est.predict(X))
+    np.testing.assert_allclose(back.decision_function(X), est.decision_function(X))
+
+
+def test_to_options_before_fit():
+    assert LinearClassifier(C=2.0).to_options() == "-s 1 -c 2 -B 1 -S 1 -q"
+    explicit = LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4)
+    assert explicit.to_options() == "-s 1 -L 2 -A 50 -k 4 -u 0.5 -a 0 -c 1 -B 1 -S 1 -q"
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError, match="n_anchors"):
+        LocallyLinearSVC().to_options()
+
+
+def test_coding_parameters_belong_to_their_coding():
+    X, y = blobs()
+    with pytest.raises(ValueError, match="power=.*inverse_distance"):
+        LocallyLinearSVC(power=2.0, **SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="mu=.*kstar"):
+        LocallyLinearSVC(coding="llc", mu=1.0, **SMALL).fit(X, y)
+    est = LocallyLinearSVC(coding="inverse_distance", power=0.5, **SMALL).fit(X, y)
+    assert "-L 1" in est.to_options() and "-u 0.5" in est.to_options()
+    est = LocallyLinearSVC(coding="gaussian", beta="scale", **SMALL).fit(X, y)
+    assert est.beta_ > 0 and f"-u {est.beta_!r}" in est.to_options()
+
+
+def test_capped_defaults_warn():
+    X, y = blobs(features=3)
+    with pytest.warns(UserWarning, match="capped"):
+        AnchorPlanesSVC().fit(X, y)
+    with pytest.warns(UserWarning, match="capped"):
+        KQMetricsClassifier().fit(X, y)
+
+
+# ---------------------------------------------------------------------- model selection
+def test_pipeline_grid_search_cross_val_score():
+    X, y = blobs(n=300)
+    pipe = make_pipeline(StandardScaler(), LocallyLinearSVC(n_neighbors=3))
+    grid = GridSearchCV(pipe, {"locallylinearsvc__n_anchors": [4, 8],
+                               "locallylinearsvc__beta": ["scale", 1.0]}, cv=3)
+    grid.fit(X, y)
+    assert grid.best_score_ > 0.8
+    scores = cross_val_score(clone(grid.best_estimator_), X, y, cv=3)
+    assert scores.mean() > 0.8
+
+
+def test_halving_random_search():
+    X, y = blobs(n=300)
+    search = HalvingRandomSearchCV(LocallyLinearSVC(n_neighbors=3),
+                                   {"n_anchors": [4, 6, 8, 10], "C": [0.1, 1.0, 10.0]},
+                                   cv=3, random_state=0, min_resources=60)
+    search.fit(X, y)
+    assert search.best_score_ > 0.8
+
+
+def test_verbose_logs_phases(caplog):
+    X, y = blobs()
+    with caplog.at_level("INFO", logger="lcoding"):
+        LocallyLinearSVC(verbose=1, **SMALL).fit(X, y)
+    text = caplog.text
+    assert "anchors:" in text and "training done" in text
+
+
+@pytest.mark.slow
+def test_defaults_on_banana(shared_data):
+    y, X, ty, tX = shared_data("banana")
+    est = LocallyLinearSVC(random_state=0).fit(X, y)
+    assert np.mean(est.predict(tX) != ty) < 0.12
+
+
+def test_docs_tables_match_the_code():
+    from pathlib import Path
+    from lcoding.sklearn import option_tables_markdown
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "sklearn.md").read_text()
+    assert option_tables_markdown() in doc, \
+        "docs/sklearn.md: regenerate the tables with lcoding.sklearn.option_tables_markdown()"
