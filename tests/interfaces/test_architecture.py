@@ -9,7 +9,12 @@ import sys
 
 import pytest
 
-PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "lcoding"
+import lcoding
+
+PACKAGE = pathlib.Path(__file__).resolve().parents[2] / "lcoding"     # the source
+# the folder holding the lcoding this run imports (site-packages after `pip install .`,
+# the repository after an in-place build): the import tests run there
+IMPORTED_HOME = pathlib.Path(lcoding.__file__).resolve().parents[1]
 
 # layer of each top-level part; a module may import its own layer or a lower one
 LAYERS = {"core": 0, "io": 1, "linear": 2, "local": 2, "methods": 3, "training": 4}
@@ -111,7 +116,7 @@ def test_every_module_imports_alone():
         "print('\\n'.join(failed))\n"
         "sys.exit(1 if failed else 0)\n")
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                         timeout=300, cwd=PACKAGE.parent)
+                         timeout=300, cwd=IMPORTED_HOME)
     assert res.returncode == 0, res.stdout + res.stderr
 
 
@@ -157,7 +162,7 @@ def test_every_module_imports_alone_in_a_fresh_interpreter():
 
     def run(name):
         res = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True,
-                             text=True, timeout=120, cwd=PACKAGE.parent)
+                             text=True, timeout=120, cwd=IMPORTED_HOME)
         return name, res.returncode, res.stderr.strip().splitlines()[-1:]
 
     names = [n for n in all_modules() if not n.endswith("__main__")]

@@ -17,10 +17,14 @@ import time
 import numpy as np
 import pytest
 
+import lcoding
+
 from lcoding.liblinear import parameter, problem
 from lcoding.liblinearutil import load_model, predict, save_model, train
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+# the folder holding the lcoding this test run imports (site-packages after `pip
+# install .`, the repository after an in-place build): children import the same build
+ROOT = pathlib.Path(lcoding.__file__).resolve().parents[1]
 
 
 def run_python(code: str, *args, timeout: float = 120.0) -> subprocess.CompletedProcess:
@@ -204,7 +208,7 @@ save_model(sys.argv[2], m)
 @pytest.mark.slow
 @pytest.mark.parametrize("options,stage", [
     ("-s 1 -m 2 -q", None),                          # one-vs-rest solves in 2 threads
-    ("-s 1 -L 2 -A 100 -k 8 -m 2", "anchors:"),      # LL-SVM: the per-class dual CD
+    ("-s 1 -L 2 -A 100 -k 8 -a 1 -m 2", "anchors:"), # LL-SVM: the per-class dual CD
     ("-s 31 -L 2 -A 200 -k 50 -a 1 -m 2", "-T 0:"),  # LLC-SAPL: inside a 5 s joint epoch
     ("-s 1 -m 1 -q", None),                          # no worker threads at all
 ])

@@ -4,6 +4,7 @@ option-string round trip, model files and the model-selection tools."""
 from __future__ import annotations
 
 import pickle
+import os
 import subprocess
 import sys
 import warnings
@@ -88,7 +89,9 @@ def test_import_does_not_need_sklearn():
     code = ("import sys, lcoding, lcoding.liblinearutil; "
             "assert 'sklearn' not in sys.modules; "
             "from lcoding import LocallyLinearSVC; assert 'sklearn' in sys.modules")
-    subprocess.run([sys.executable, "-c", code], check=True)
+    # start where the imported lcoding lives, not in an unbuilt source tree
+    home = os.path.dirname(os.path.dirname(os.path.abspath(lcoding.__file__)))
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=home)
 
 
 def test_lazy_names():

@@ -14,12 +14,16 @@ import time
 import numpy as np
 import pytest
 
+import lcoding
+
 from lcoding.cli import predict_main
 from lcoding.io import atomic
 from lcoding.io.model_files import save_model_file
 from lcoding.liblinearutil import save_model, train
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+# the folder holding the lcoding this test run imports (site-packages after `pip
+# install .`, the repository after an in-place build): children import the same build
+ROOT = pathlib.Path(lcoding.__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")

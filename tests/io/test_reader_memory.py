@@ -10,10 +10,14 @@ import textwrap
 
 import pytest
 
+import lcoding
+
 from lcoding.commonutil import svm_read_problem
 from lcoding.io.reader import read_libsvm
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+# the folder holding the lcoding this test run imports (site-packages after `pip
+# install .`, the repository after an in-place build): children import the same build
+ROOT = pathlib.Path(lcoding.__file__).resolve().parents[1]
 
 
 def run_python(code: str, *args, timeout: float = 120.0) -> subprocess.CompletedProcess:
