@@ -95,15 +95,15 @@ def _request_stop() -> bool:
     with _lock:
         if _stop.is_set():
             return False
-        STOP_FLAG[0] = 1
-        _stop.set()
+        _stop.set()             # first: a kernel that sees the flag returns to a check
+        STOP_FLAG[0] = 1        # that raises
         return True
 
 
 def _clear_stop() -> None:
     with _lock:
-        _stop.clear()
         STOP_FLAG[0] = 0
+        _stop.clear()
 
 
 def _forget_stale_stop() -> None:

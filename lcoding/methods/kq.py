@@ -423,6 +423,9 @@ class KQModel(Model):
         p = check_count("pca_dim", header["pca_dim"], 0)
         dim = check_count("nr_dim", header["nr_dim"], 1)
         nr_feature = int(base["nr_feature"])
+        if nr_feature == 0:         # training refuses rows without features
+            raise ModelFieldError("nr_feature", "nr_feature 0: k q-metrics need at least one "
+                                                "feature")
         width = checked_kernel_map_header(header)
         if width is not None:
             nr_feature *= width                 # what the PCA and metrics see
@@ -664,8 +667,18 @@ def train_kq_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Message
              + (f" -U {params.kq_mu1:g} -V {params.kq_mu2:g}"
                 if int(params.solver_type) == KQ_METRICS else f" -y {params.kq_affine}")
              + "; training on all rows\n")
-    with blas_threads(params.n_threads):
-        return _train_kq(y, rows, params, info, seed_path, on_pass)
+    try:
+        with blas_threads(params.n_threads):
+            return _train_kq(y, rows, params, info, seed_path, on_pass)
+    except MemoryError as err:
+        # name the arrays the options size: (C k q) metric rows of the input dimension
+        kp = KQParams.from_train_params(params)
+        n_class = np.unique(np.trunc(y)).size
+        dim = (kp.pca_dim or rows.n_features) + (1 if kp.offset else 0)
+        values = n_class * kp.clusters_per_class * kp.q * dim
+        raise MemoryError(f"-s {int(params.solver_type)} -k {kp.clusters_per_class} -Q {kp.q}: "
+                          f"the metrics of {n_class} classes need {values} values "
+                          f"({values * 8 / 2 ** 30:.1f} GiB) per restart ({err})") from None
 
 
 def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:

@@ -217,6 +217,7 @@ def test_kq_checks():
     expect_error(set_key(text, "nr_dim", "0"), line_no(text, "nr_dim"), "nr_dim")
     expect_error(set_key(text, "unit_sphere", "2"), line_no(text, "unit_sphere"), "unit_sphere")
     expect_error(text.replace("KQ_METRICS\n", "KQ_FLATS\n", 1), 1, "coding")
+    expect_error(set_key(text, "nr_feature", "0"), 4, "nr_feature 0")
 
 
 def test_every_kind_still_loads_from_a_file(tmp_path):
