@@ -358,9 +358,9 @@ TRAIN_OPTIONS = (
     Option("-d", "degree", int, "3", "set degree in kernel function", origin="LIBSVM",
            metavar="degree", group="kernel", domain=_at_least(0)),
     Option("-g", "kernel_gamma", float, "1/num_features", "set gamma in kernel function",
-           origin="LIBSVM", metavar="gamma", group="kernel", domain=_at_least(0)),
+           origin="LIBSVM", metavar="gamma", group="kernel", domain=Domain(lo=0, hi=1e100)),
     Option("-r", "coef0", float, "0", "set coef0 in kernel function", origin="LIBSVM",
-           metavar="coef0", group="kernel", domain=_FINITE),
+           metavar="coef0", group="kernel", domain=Domain(lo=-1e100, hi=1e100)),
     Option("-H", "invariance", int, "0",
            "kernel machine: 0 kernel PCA map + the -s solver, 1 IHKPCA (invariant hyperplane "
            "in kernel PCA coordinates; without -t: invariant linear SVM), 2 ISVM (kernel SVM "
