@@ -69,6 +69,8 @@ PASS_NAMES = {PASS_STOCHASTIC: "stochastic", PASS_SEMI_CURRENT: "semi-current",
               PASS_SEMI_STALE: "semi-stale"}
 
 LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when stable)
+TRANSFORM_VALUES = 1 << 22   # dense values per preprocessing block (32 MB)
+GRAM_WORK = 1 << 27          # multiply-adds per block of the PCA's sparse gram (~0.2 s)
 
 def _rng(seed, *purpose) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(int(rng_state(seed, *purpose)[0])))
@@ -131,19 +133,30 @@ class KQPreprocess:
         X = rows.to_csr()
         n = X.shape[0]
         mean = np.asarray(X.mean(axis=0)).reshape(-1)
-        gram = (X.T @ X).toarray() if sp.issparse(X) else X.T @ X
+        gram = sparse_gram(X)
         cov = gram / n - np.outer(mean, mean)
-        vals, vecs = scipy.linalg.eigh(cov, subset_by_index=(in_dim - pca_dim, in_dim - 1))
-        comps = vecs[:, ::-1].T.copy()
+        comps = top_eigenvectors(cov, pca_dim)
         return cls(nr_feature, mean, _fix_signs(comps), sphere, offset, kernel_map)
 
     def transform(self, rows: Rows) -> np.ndarray:
-        """Dense (n, out_dim) rows the metrics see."""
+        """Dense (n, out_dim) rows the metrics see.
+
+        Row blocks, with a stop check between them: a whole-set densification of
+        MNIST (376 MB) took 2 s on a loaded machine, which Ctrl-C waited for.  Every
+        step is row by row, so the blocks do not change a value."""
         rows = rows.truncated(self.nr_feature)
         if self.kernel_map is not None:
             rows = self.kernel_map(rows)
         X = sp.csr_matrix((rows.data, rows.indices, rows.indptr),
                           shape=(rows.n_rows, self.in_dim))
+        out = np.empty((X.shape[0], self.out_dim))
+        step = max(256, TRANSFORM_VALUES // max(1, self.in_dim))
+        for a in range(0, X.shape[0], step):
+            check_stop()
+            out[a:a + step] = self._transform_block(X[a:a + step])
+        return out
+
+    def _transform_block(self, X) -> np.ndarray:
         if self.components is None:
             out = X.toarray()
         else:
@@ -156,7 +169,30 @@ class KQPreprocess:
             out = np.hstack([out, np.full((out.shape[0], 1), self.offset)])
             if self.sphere:     # (x / ||x||, b) / sqrt(1 + b^2): back onto the sphere
                 out /= np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
-        return np.ascontiguousarray(out, dtype=np.float64)
+        return out
+
+
+def sparse_gram(X: sp.csr_matrix) -> np.ndarray:
+    """Dense ``X.T @ X`` of a CSR matrix, in blocks of output rows with a stop check
+    between them (one whole product of MNIST's rows took 5-8 s on a loaded machine,
+    which Ctrl-C waited for).
+
+    scipy forms row i of the product from the rows of X holding feature i, in row
+    order; a block of output rows takes the same rows of ``X.T`` in the same order,
+    so every entry is the one the whole product gives, bit for bit."""
+    XT = X.T.tocsr()
+    d = XT.shape[0]
+    gram = np.empty((d, d))
+    # the work of output row i: its nonzeros times the mean nonzeros of a row of X
+    work = np.diff(XT.indptr) * max(1.0, X.nnz / max(1, X.shape[0]))
+    ends = np.searchsorted(np.cumsum(work), np.arange(1, 1 + int(work.sum() // GRAM_WORK))
+                           * GRAM_WORK, side="right")
+    start = 0
+    for stop in [*np.unique(ends[(ends > 0) & (ends < d)]), d]:
+        check_stop()
+        gram[start:stop] = (XT[start:stop] @ X).toarray()
+        start = stop
+    return gram
 
 
 def _fix_signs(vectors: np.ndarray) -> np.ndarray:
@@ -174,10 +210,23 @@ def top_subspace(points: np.ndarray, q: int) -> np.ndarray:
     """(q, d) orthonormal rows: the top q right singular vectors of ``points``
     (uncentred; eigenvectors of pointsᵀpoints, padded by its null space when the
     points span fewer than q directions)."""
-    d = points.shape[1]
-    gram = points.T @ points
-    vals, vecs = scipy.linalg.eigh(gram, subset_by_index=(d - q, d - 1))
-    return _fix_signs(vecs[:, ::-1].T.copy())
+    return _fix_signs(top_eigenvectors(points.T @ points, q))
+
+
+def top_eigenvectors(symmetric: np.ndarray, count: int) -> np.ndarray:
+    """(count, d) rows: the eigenvectors of the ``count`` largest eigenvalues of a
+    symmetric (d, d) matrix, largest first.
+
+    LAPACK runs on one BLAS thread whatever ``-m`` is: its reduction to tridiagonal
+    form makes ~d small threaded BLAS-2 calls, and with two BLAS threads on a loaded
+    2-core machine each call waits for a descheduled partner -- one 784 x 784
+    eigendecomposition took 3.6-7.4 s instead of 0.1 s, and Ctrl-C waits for it
+    (the results do not depend on the thread count)."""
+    check_stop()        # k-subspaces runs one per cluster: ~k per Lloyd step
+    d = symmetric.shape[0]
+    with blas_threads(1):
+        vals, vecs = scipy.linalg.eigh(symmetric, subset_by_index=(d - count, d - 1))
+    return vecs[:, ::-1].T.copy()
 
 
 def k_subspaces(X: np.ndarray, k: int, q: int, rng: np.random.Generator,

@@ -211,6 +211,8 @@ save_model(sys.argv[2], m)
     ("-s 1 -L 2 -A 100 -k 8 -a 1 -m 2", "anchors:"), # LL-SVM: the per-class dual CD
     ("-s 31 -L 2 -A 200 -k 50 -a 1 -m 2", "-T 0:"),  # LLC-SAPL: inside a 5 s joint epoch
     ("-s 1 -m 1 -q", None),                          # no worker threads at all
+    ("-s 40 -l 50 -m 2", None),                      # k q-metrics: inside the PCA's gram
+    ("-s 40 -m 2", "preprocessing:"),                # k q-metrics: k-subspaces' LAPACK
 ])
 def test_ctrl_c_stops_training_within_a_second(options, stage, tmp_path):
     """SIGINT 1 s into training (or 1 s into ``stage``, the line announcing it) on
