@@ -21,8 +21,9 @@ from lcoding.core.options import (REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError
 from lcoding.io.atomic import write_text_atomic
 from lcoding.io.model_files import ModelFileError, save_model_file
 from lcoding.io.reader import read_libsvm
-from lcoding.linear.param_search import find_parameters
-from lcoding.training import cross_validation, load_model_file, train_model
+from lcoding.linear.param_search import find_parameters as find_linear_parameters
+from lcoding.training import (best_parameters_line, cross_validation, find_parameters,
+                              load_model_file, train_model)
 
 _FLAGS_WITHOUT_VALUE = {opt.flag for opt in TRAIN_OPTIONS if opt.kind is None}
 
@@ -85,9 +86,15 @@ def _train(argv):
     except ValueError as err:
         raise _Exit(1, f"ERROR: {str(err).removeprefix('Error: ')}\n") from None
     info = Messages(params.quiet)
+    if params.flag_find_parameters and params.coding:
+        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md)
+        print(f"Doing parameter search with {params.nr_fold}-fold cross validation.")
+        result = find_parameters(y, rows, params, info)
+        print(best_parameters_line(params, result), end="")
+        return 0
     if params.flag_find_parameters:
         print(f"Doing parameter search with {params.nr_fold}-fold cross validation.")
-        best_C, best_p, best_score = find_parameters(y, rows, params, info)
+        best_C, best_p, best_score = find_linear_parameters(y, rows, params, info)
         if params.solver_type in (0, 2):
             print("Best C = %g  CV accuracy = %g%%" % (best_C, 100.0 * best_score))
         else:

@@ -25,8 +25,9 @@ from lcoding.liblinear import model, parameter, problem, toPyModel
 from lcoding.core.messages import Messages
 from lcoding.core.options import REGRESSION_SOLVERS, check_parameter, parse_predict_options
 from lcoding.io.model_files import save_model_file
-from lcoding.linear.param_search import find_parameters
-from lcoding.training import cross_validation, load_model_file, train_model
+from lcoding.linear.param_search import find_parameters as find_linear_parameters
+from lcoding.training import (best_parameters_line, cross_validation, find_parameters,
+                              load_model_file, train_model)
 
 __all__ = ["load_model", "save_model", "train", "predict"] + _liblinear.__all__ + _commonutil.__all__
 
@@ -62,7 +63,10 @@ def train(arg1, arg2=None, arg3=None):
     scipy sparse matrix/array.  ``options`` is a LIBLINEAR option string or token
     list (see ``docs/options.md``).  With ``-v n`` returns the cross-validation
     accuracy (percent; MSE for regression); with ``-C`` returns
-    ``(best_C, best_p, best_score)``.
+    ``(best_C, best_p, best_score)`` (``-s 0, 2, 11``, as LIBLINEAR), or with a local
+    coding ``-L`` the named tuple ``(best_C, best_options, best_rate)``: the best C, the
+    option string that trains the best model (``train(y, x, best_options)``) and its
+    CV accuracy as a fraction (``docs/search.md``).
     """
     if isinstance(arg1, (list, tuple, np.ndarray)):
         if not _is_instances(arg2):
@@ -80,8 +84,13 @@ def train(arg1, arg2=None, arg3=None):
     check_parameter(param, prob.bias)
     info = Messages(param.quiet)
 
+    if param.flag_find_parameters and param.coding:
+        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md)
+        result = find_parameters(prob.y, prob.rows, param, info)
+        print(best_parameters_line(param, result))
+        return result
     if param.flag_find_parameters:
-        best_C, best_p, best_score = find_parameters(prob.y, prob.rows, param, info)
+        best_C, best_p, best_score = find_linear_parameters(prob.y, prob.rows, param, info)
         if param.solver_type in (0, 2):
             print("Best C = %g  CV accuracy = %g%%\n" % (best_C, 100.0 * best_score))
         else:

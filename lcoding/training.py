@@ -39,7 +39,8 @@ from lcoding.core.threads import run_interruptible
 from lcoding.io import model_files
 from lcoding.local.model import FILE_TAGS as LOCAL_FILE_TAGS
 from lcoding.local.model import LocalModel
-from lcoding.methods import invariant, kq, linear, llc_jo, llsvm, occ
+from lcoding.linear import param_search
+from lcoding.methods import invariant, kq, linear, llc_jo, llsvm, local_search, occ
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,29 @@ def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: in
         test_rows = rows.take(test).truncated(model.nr_feature)
         target[test] = model.labels_from_values(model.decision_values(test_rows))
     return target
+
+
+def find_parameters(y: np.ndarray, rows: Rows, params: TrainParams,
+                    info: Messages | None = None):
+    """``-C``: LIBLINEAR's warm-start search of C (and p) for ``-s 0, 2, 11``, returning
+    ``(best_C, best_p, best_score)`` (:mod:`lcoding.linear.param_search`), or with a
+    local coding ``-L`` the search of C, ``-u`` and ``-A``, returning
+    :class:`~lcoding.methods.local_search.LocalSearchResult` ``(best_C, best_options,
+    best_rate)`` (:mod:`lcoding.methods.local_search`).  The interfaces print the
+    summary line (:func:`best_parameters_line`)."""
+    info = info if info is not None else Messages(params.quiet)
+    if params.coding:
+        return run_interruptible(
+            lambda: local_search.find_local_parameters(y, rows, params, info)[0])
+    return param_search.find_parameters(y, rows, params, info)
+
+
+def best_parameters_line(params: TrainParams, result) -> str:
+    """The line printed after ``-C`` (LIBLINEAR's text for ``-s 0, 2, 11``)."""
+    if params.coding:
+        return local_search.best_parameters_line(result)
+    best_C, best_p, best_score = result
+    return param_search.best_parameters_line(params.solver_type, best_C, best_p, best_score)
 
 
 def load_model_file(path) -> Model:

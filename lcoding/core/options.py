@@ -19,7 +19,8 @@ from enum import IntEnum
 __all__ = [
     "SolverType", "OptionError", "TrainParams", "PredictParams", "TRAIN_OPTIONS",
     "PREDICT_OPTIONS", "parse_train_options", "parse_predict_options",
-    "check_parameter", "default_eps", "train_usage", "predict_usage", "options_markdown",
+    "check_parameter", "check_search_parameter", "options_string", "float_text",
+    "default_eps", "train_usage", "predict_usage", "options_markdown",
     "SGD_SOLVERS", "JOINT_SOLVERS", "REGRESSION_SOLVERS", "PROBABILITY_SOLVERS",
 ]
 
@@ -293,7 +294,8 @@ TRAIN_OPTIONS = (
            "weight: multiply the parameter C of class i by weight", metavar="weight"),
     Option("-v", "nr_fold", int, "off", "n-fold cross validation mode", metavar="n"),
     Option("-C", "flag_find_parameters", None, "off",
-           "find parameters (C for -s 0, 2 and C, p for -s 11)"),
+           "find parameters (C for -s 0, 2 and C, p for -s 11; with a local coding -L: C, "
+           "the coding's -u and the anchors -A, with -s 1 or 3; see docs/search.md)"),
     Option("-q", "quiet", None, "off", "quiet mode (no outputs)"),
     Option("-S", "seed", int, "1",
            "random seed for sample order, cross-validation folds and anchors; the same "
@@ -525,7 +527,11 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
     if p.flag_find_parameters:
         if not p.flag_cross_validation:
             p.nr_fold = 5
-        if not p.flag_solver_specified:
+        if p.coding != 0:
+            # a local coding: the search of lcoding.methods.local_search, whose
+            # solvers (-s 1, 3; default 1) check_parameter checks
+            pass
+        elif not p.flag_solver_specified:
             p.solver_type = int(SolverType.L2R_L2LOSS_SVC)
             p.flag_solver_specified = True
         elif p.solver_type not in (0, 2, 11):
@@ -605,12 +611,64 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
     for label, weight in zip(params.weight_label, params.weight):
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"Error: weight of class {label} must be finite and >= 0 (option -w{label})")
-    if params.flag_find_parameters and (params.kernel_type >= 0 or params.invariance
-                                        or params.tangents or params.coding
-                                        or params.kernel_map):
-        raise ValueError("-C: the parameter search runs linear solvers only; it cannot be "
-                         "combined with a kernel (-t), an invariance method (-H, -J), a local "
-                         "coding (-L) or a kernel map (-K)")
+    if params.flag_find_parameters:
+        check_search_parameter(params)
+
+
+# -s values the -C search of the local codings trains (dual CD, warm-started along C)
+LOCAL_SEARCH_SOLVERS = (1, 3)
+
+
+def check_search_parameter(params) -> None:
+    """What ``-C`` can search: LIBLINEAR's -s 0, 2, 11 (linear), or a local coding
+    ``-L 1, 2, 3, 6`` (LL-SVM) / ``-L 4, 5`` (anchor planes) with ``-s 1`` or ``3``.
+    A ValueError names the option that cannot be searched."""
+    if params.kernel_type >= 0 or params.invariance or params.tangents:
+        raise ValueError("-C: the parameter search cannot be combined with a kernel (-t) "
+                         "or an invariance method (-H, -J)")
+    if params.coding == 0:
+        if params.kernel_map:
+            raise ValueError("-C: a kernel map (-K) needs a local coding (-L) to be searched; "
+                             "the linear search runs LIBLINEAR's -s 0, 2, 11 on the raw rows")
+        if params.solver_type not in (0, 2, 11):
+            raise ValueError("Warm-start parameter search only available for -s 0, -s 2 and "
+                             "-s 11 (option -C)")
+        return
+    st = int(params.solver_type)
+    if st not in LOCAL_SEARCH_SOLVERS:
+        raise ValueError(
+            f"-C with -L {params.coding}: the parameter search of the local codings trains "
+            f"-s 1 or -s 3 (dual CD, warm-started along C), not -s {st} (option -s)")
+    if params.coding in (4, 5) and params.coding_param not in (0.0, 1.0, 2.0, 3.0):
+        raise ValueError(f"-C with -L {params.coding}: -u {params.coding_param:g} is not a "
+                         f"classifier of the anchor planes (option -u)")
+
+
+def options_string(params, drop=()) -> str:
+    """The option string of the options given in ``params`` (``params.given``, in the
+    order given, each once, with its current value), leaving out the flags in
+    ``drop``.  Floats are written so that they parse back to the same value."""
+    out = []
+    for flag in dict.fromkeys(params.given):
+        if flag in drop:
+            continue
+        if flag == "-wi":
+            for label, weight in zip(params.weight_label, params.weight):
+                out.append(f"-w{label} {float_text(weight)}")
+            continue
+        opt = _TRAIN_BY_FLAG[flag]
+        if opt.kind is None:
+            out.append(flag)
+            continue
+        value = getattr(params, opt.attr)
+        out.append(f"{flag} {int(value)}" if opt.kind is int else f"{flag} {float_text(value)}")
+    return " ".join(out)
+
+
+def float_text(value: float) -> str:
+    """The shortest text that parses back to ``value`` (``1`` for 1.0)."""
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _option_line(opt: Option) -> str:

@@ -151,3 +151,33 @@ def dual_cd_pass(
             s += 1
 
     return active_size, PGmax_new, PGmin_new
+
+
+def dual_w_from_alpha(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        Py_ssize_t n_features, double bias,
+        const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN
+        const signed char[::1] y,          # IN  +1 / -1
+        const double[::1] alpha,           # IN  a dual point (warm start)
+        double[::1] W,                     # OUT W = sum_i y_i alpha_i z_i
+        double shared_bias=-1.0,
+        const unsigned char[::1] stop=None):  # IN stop flag: return early when set
+    """``W = sum_i y_i alpha_i z_i``: the primal point of a given dual point, so that
+    :func:`dual_cd_pass` can start from ``alpha`` (the warm start of the ``-C``
+    parameter search along C).  Returns False when the stop flag ended it early."""
+    cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
+                                    anchor_idx, coding_weight, shared_bias, W.shape[0] - 1)
+    cdef Py_ssize_t i, j
+    cdef double* Wp = &W[0]
+    cdef const unsigned char* stop_p = stop_pointer(stop)
+    cdef bint done = True
+    with nogil:
+        for j in range(W.shape[0]):
+            Wp[j] = 0.0
+        for i in range(alpha.shape[0]):
+            if (i & 1023) == 0 and stop_requested(stop_p):
+                done = False
+                break
+            if alpha[i] != 0.0:
+                coded_axpy(&rows, i, y[i] * alpha[i], Wp)
+    return done

@@ -19,12 +19,18 @@ from lcoding.linear.problem import BinaryProblem, SolveResult
 
 
 def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
-                       loss: str, max_iter: int | None = None) -> SolveResult:
+                       loss: str, max_iter: int | None = None,
+                       init_alpha: np.ndarray | None = None) -> SolveResult:
     """Dual coordinate descent for L2-regularised L1-loss (``loss="l1"``, -s 3)
     or L2-loss (``loss="l2"``, -s 1) SVC, with LIBLINEAR's shrinking and stopping.
 
     Stops when the projected-gradient spread is within ``eps`` on the full set
     (after unshrinking), or after ``max_iter`` outer iterations.
+
+    ``init_alpha`` (optional, one value per row): start from this dual point, clipped
+    to the box ``[0, U_i]`` of this problem, with ``W`` computed from it -- the warm
+    start of the ``-C`` parameter search along C (a solution at a smaller C is
+    feasible at a larger one).  Without it the start is ``alpha = 0`` as in LIBLINEAR.
     """
     rows = prob.rows
     n = rows.n_rows
@@ -44,8 +50,18 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     _dual_cd.coded_row_sqnorms(rows.data, rows.indices, rows.indptr, rows.n_features,
                                bias, anchor_idx, coding_weight, QD, shared_bias)
     QD += diag
-    alpha = np.zeros(n)
     W = np.zeros(prob.w_size)
+    if init_alpha is None:
+        alpha = np.zeros(n)
+    else:
+        alpha = np.array(init_alpha, dtype=np.float64).reshape(-1)
+        if alpha.shape[0] != n or not np.isfinite(alpha).all():
+            raise ValueError(f"init_alpha: {n} finite values expected")
+        np.clip(alpha, 0.0, upper, out=alpha)
+        _dual_cd.dual_w_from_alpha(rows.data, rows.indices, rows.indptr, rows.n_features,
+                                   bias, anchor_idx, coding_weight, y, alpha, W, shared_bias,
+                                   stop=STOP_FLAG)
+        check_stop()
     index = np.arange(n, dtype=np.int32)
     eps = params.resolved_eps()
     max_iter = params.max_iter if max_iter is None else max_iter

@@ -1,0 +1,479 @@
+"""``-C`` for the local codings: C, the coding's ``-u`` and the anchors ``-A``,
+searched on the cross-validation folds of ``-v`` with warm starts along C.
+
+LIBLINEAR's ``-C`` (:mod:`lcoding.linear.param_search`) runs a warm-started path of
+C values on fixed folds.  Here the same path runs for every *setting* of the local
+model -- a number of anchors (LL-SVM, ``-L 1, 2, 3, 6``) or of planes (anchor
+planes, ``-L 4, 5``) and, for LL-SVM, a value of the coding parameter ``-u``:
+
+* the rows are cut into ``nr_fold`` folds once, by the permutation of
+  :func:`lcoding.training.cross_validation` (``-v`` and ``-C`` share folds for a
+  seed); fold ``f`` learns its anchors (planes) from the seed path ``(f + 1,)``
+  exactly as ``-v`` does, so the first point of every path (cold start) is the
+  model ``-v`` trains with the same options;
+* **shared costs**: the anchors (planes) are learned once per fold and number of
+  anchors, the codes of the fold's training and held-out rows once per fold and
+  setting; every C of the path reuses them;
+* **warm start**: along C (doubling, as LIBLINEAR), every fold's and class's dual
+  CD starts from its dual solution at the previous C (``init_alpha`` of
+  :func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc`; a dual point at a smaller C
+  is feasible at a larger one);
+* the C path starts at ``-c`` when given, else at LIBLINEAR's ``calc_start_C``
+  rule for the L2-loss SVM (the power of two at or below ``1 / (2 l max|x|^2)``,
+  below which every coded model is trivial -- ``|z|^2 <= |x|^2`` for the
+  non-negative codings), and stops at C = 1024 (LIBLINEAR's cap), after 5 C values
+  with unchanged models (LIBLINEAR's rule), or -- once the CV rate has risen above
+  its value at the start -- after :data:`PATIENCE` C values without a better rate.
+
+The grid of settings (defaults reasoned from the method, never from a test set):
+
+* anchors / planes: ``A/4, A/2, A`` with ``A = -A`` (default 100): more anchors
+  help until a few hundred on the project's sets, at a cost linear in ``A``;
+  settings with fewer anchors than ``-k`` are left out (LL-SVM); for the planes
+  (OCC) ``A`` is first capped at the rank bound ``min(features, fold rows)``;
+* ``-u`` with ``-L 1`` (power of the inverse distance, scale free): ``u/2, u, 2u``
+  around ``-u`` (default 1: 0.5 is the paper's inverse Euclidean distance);
+* ``-u`` with ``-L 6`` (LLC ridge, scale free): ``u, 10u, 100u`` (larger ridges
+  also condition the dual CD, docs/llsvm.md);
+* ``-u`` with ``-L 2`` (Gaussian beta) and ``-L 3`` (k* mu), which multiply
+  squared distances and so depend on the scale of the data: around ``-u`` when
+  given, else around ``u0 = 3 / median(d_k - d_1)`` -- docs/llsvm.md's rule, ``d_1``
+  and ``d_k`` the squared distances of a training row to its nearest and ``k``-th
+  nearest anchor (``k = -k``, capped at the anchors), measured on fold 1's training
+  rows (at most :data:`SCALE_SAMPLE` of them) and anchors of each anchor setting,
+  rounded to two significant digits; ``u0/2, u0, 2u0`` (Gaussian) and ``u0/4, u0,
+  4u0`` (k*, whose support size reacts more slowly to mu);
+* OCC: only the planes (``-u`` there picks the classifier, not a width).
+
+The best point is the highest CV accuracy; ties go to the first point reached
+(fewer anchors, smaller ``-u``, smaller C).  Every point prints one line through
+``info`` (silent under ``-q``); the interfaces print :func:`best_parameters_line`.
+The result's ``best_options`` is the option string that trains the winner.
+"""
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
+from lcoding.core.messages import Messages
+from lcoding.core.options import (TrainParams, check_parameter, check_search_parameter,
+                                  float_text, options_string)
+from lcoding.core.params import CodingType, LLSVMParams, OCCParams
+from lcoding.core.rows import Rows
+from lcoding.core.seeds import PURPOSE_CV, PURPOSE_SOLVER, rng_state
+from lcoding.core.threads import map_threads
+from lcoding.linear import dual_cd
+from lcoding.linear.problem import BinaryProblem, Coding
+from lcoding.local import _knn
+from lcoding.local.coding import LocalCoding, kernel_map_of
+from lcoding.local.kstar import KSTAR_CODING
+from lcoding.local.model import LocalModel
+from lcoding.methods import llsvm, occ
+
+MAX_C = 1024.0                # LIBLINEAR's cap for classification
+C_RATIO = 2.0
+UNCHANGED_PATH_STOP = 5       # LIBLINEAR: stop after 5 C values with unchanged models
+W_UNCHANGED = 1e-15
+PATIENCE = 3                  # C values without a better CV rate that end a path
+ANCHOR_FRACTIONS = (0.25, 0.5, 1.0)
+SCALE_SAMPLE = 2000           # rows measured by the width rule of -L 2, 3
+SCALE_TARGET = 3.0            # u0 * median(d_k - d_1)
+CODING_FACTORS = {
+    int(CodingType.INVERSE_DISTANCE): (0.5, 1.0, 2.0),
+    int(CodingType.GAUSSIAN): (0.5, 1.0, 2.0),
+    int(CodingType.KSTAR): (0.25, 1.0, 4.0),
+    int(CodingType.LLC): (1.0, 10.0, 100.0),
+}
+SCALED_CODINGS = (int(CodingType.GAUSSIAN), int(CodingType.KSTAR))
+OCC_CODINGS = (int(CodingType.G_OCC), int(CodingType.C_OCC))
+LLSVM_CODINGS = tuple(int(c) for c in llsvm.LLSVM_CODINGS)
+# what the search sets itself, left out of the options echoed in best_options
+SEARCH_FLAGS = ("-C", "-v", "-c", "-A", "-u")
+
+
+class LocalSearchResult(NamedTuple):
+    """What ``-C`` with a local coding returns: the best C, the option string that
+    trains the best model (``-c``, ``-A`` and ``-u`` set to the winner, ``-C`` and
+    ``-v`` left out) and its CV accuracy as a fraction -- index 0 and 2 as in
+    LIBLINEAR's ``(best_C, best_p, best_score)``."""
+    best_C: float
+    best_options: str
+    best_rate: float
+
+
+@dataclass(frozen=True)
+class SearchPoint:
+    """One point of the search: its setting, C and CV accuracy (a fraction)."""
+    n_anchors: int
+    coding_param: float
+    C: float
+    rate: float
+    options: str
+
+
+def _log2(x: float) -> float:
+    return math.log(x) / math.log(2.0)
+
+
+def _round2(value: float) -> float:
+    """``value`` to two significant digits (a short, exactly re-parsed -u)."""
+    return float(f"{value:.2g}")
+
+
+def start_C(rows: Rows, bias: float) -> float:
+    """LIBLINEAR's ``calc_start_C`` of the L2-loss SVM (-s 2): the power of two at or
+    below ``1 / (2 l max_i |[x_i; B]|^2)`` (1 for empty rows)."""
+    row_of = np.repeat(np.arange(rows.n_rows), np.diff(rows.indptr))
+    sq = np.bincount(row_of, weights=rows.data * rows.data, minlength=rows.n_rows)
+    max_sq = float(sq.max()) + (bias * bias if bias >= 0 else 0.0) if sq.size else 0.0
+    if not max_sq > 0:
+        return 1.0
+    return math.pow(2.0, math.floor(_log2(1.0 / (2.0 * rows.n_rows * max_sq))))
+
+
+def anchor_grid(params: TrainParams) -> list:
+    """The numbers of anchors (planes) tried: ``A/4, A/2, A`` (``A = -A``), each >= 1,
+    LL-SVM's at least ``-k`` (k* has no ``-k``)."""
+    A = int(params.n_anchors)
+    grid = sorted({max(1, int(round(A * f))) for f in ANCHOR_FRACTIONS})
+    if params.coding in LLSVM_CODINGS and params.coding != KSTAR_CODING:
+        grid = [a for a in grid if a >= params.n_neighbors] or [A]
+    return grid
+
+
+def coding_scale(rows: Rows, anchors: np.ndarray, k: int) -> float:
+    """``SCALE_TARGET / median(d_k - d_1)`` over ``rows`` (docs/llsvm.md's rule for
+    the Gaussian beta), or 1 when the spread is 0."""
+    if rows.n_rows > SCALE_SAMPLE:      # the fold's rows are in random order already
+        rows = rows.take(np.arange(SCALE_SAMPLE))
+    d = LocalCoding(1, anchors, 1, 1.0).sq_distances(rows)
+    k = max(1, min(int(k), d.shape[1]))
+    part = np.partition(d, k - 1, axis=1) if k > 1 else d
+    spread = float(np.median(part[:, k - 1] - d.min(axis=1))) if k > 1 else 0.0
+    if k == 1 and d.shape[1] > 1:     # one neighbour: the gap to the second anchor
+        two = np.partition(d, 1, axis=1)
+        spread = float(np.median(two[:, 1] - two[:, 0]))
+    return SCALE_TARGET / spread if spread > 0 and math.isfinite(spread) else 1.0
+
+
+def coding_grid(params: TrainParams, fold_rows: Rows | None = None,
+                anchors: np.ndarray | None = None) -> list:
+    """The ``-u`` values tried with ``-L 1, 2, 3, 6`` (module doc); for ``-L 2, 3``
+    without ``-u`` the centre comes from ``fold_rows`` and ``anchors``."""
+    coding = int(params.coding)
+    factors = CODING_FACTORS[coding]
+    centre = float(params.coding_param)
+    if coding in SCALED_CODINGS and "-u" not in params.given:
+        # k*: -k (unused by its coding) stands for the typical support size
+        centre = _round2(coding_scale(fold_rows, anchors, params.n_neighbors))
+    return sorted({_round2(centre * f) if coding in SCALED_CODINGS and "-u" not in params.given
+                   else centre * f for f in factors})
+
+
+class _Fold:
+    """One fold: its training rows, classes and held-out rows (kernel-mapped)."""
+
+    def __init__(self, index: int, y, rows: Rows, train_ids, test_ids, params: TrainParams):
+        self.index = index
+        self.seed_path = (index,)
+        self.y = y[train_ids]
+        self.rows = rows.take(train_ids)
+        self.test_ids = test_ids
+        self.test_rows = rows.take(test_ids)
+        self.labels, self.class_index = group_classes(self.y)
+        self.nr_class = self.labels.size
+        # class C factors (-wi): C of a point = C * factor, LIBLINEAR's class_costs
+        self.cost_factor = class_costs(self.labels, params.replaced(C=1.0))
+
+
+class _LLSVMSetting:
+    """One fold at one setting (anchors, -u) of LL-SVM: coder, codes, problems."""
+
+    def __init__(self, fold: _Fold, coder, params: TrainParams, nr_feature: int, kernel_map):
+        self.fold = fold
+        self.coder = coder
+        self.params = params
+        self.nr_feature = nr_feature
+        self.kernel_map = kernel_map
+        idx, wt = coder.code(fold.rows, n_threads=params.n_threads)
+        self.coding = Coding(idx, wt, coder.n_anchors)
+        self.test_idx, self.test_wt = coder.code(fold.test_rows, n_threads=params.n_threads)
+
+    def problem(self, y_pm, Cp, Cn, c_pos) -> BinaryProblem:
+        p = self.params
+        return BinaryProblem(self.fold.rows, y_pm, Cp, Cn, float(p.bias),
+                             rng_state(p.seed, PURPOSE_SOLVER, *self.fold.seed_path, c_pos),
+                             coding=self.coding)
+
+    def finish(self, c_pos, res):
+        return res.w
+
+    def predict(self, w: np.ndarray, params: TrainParams) -> np.ndarray:
+        f = self.fold
+        model = LocalModel(int(params.solver_type), f.nr_class, f.labels, self.nr_feature,
+                           float(params.bias), self.coder, w, kernel_map=self.kernel_map,
+                           param=params)
+        rows = f.test_rows
+        out = np.empty((rows.n_rows, model.nr_w))
+        if rows.n_rows:
+            _knn.local_decision_values(rows.data, rows.indices, rows.indptr, self.test_idx,
+                                       self.test_wt, model.w, model.dim, model.bias, out, 0,
+                                       rows.n_rows)
+        return model.labels_from_values(out)
+
+
+class _OCCSetting:
+    """One fold at one number of planes of the anchor-plane classifier."""
+
+    def __init__(self, fold: _Fold, n_planes: int, params: TrainParams, nr_feature: int,
+                 counter: dict):
+        self.fold = fold
+        self.params = params
+        self.nr_feature = nr_feature
+        op = OCCParams.from_train_params(params.replaced(n_anchors=n_planes))
+        self.M = n_planes
+        st = int(params.solver_type)
+        self.kind = occ.classifier_kind(op, st)
+        rows = fold.rows
+        nr_w = 1 if fold.nr_class == 2 else fold.nr_class
+        seed = params.seed
+
+        def basis(c):
+            counter["bases"] = counter.get("bases", 0) + 1
+            sub = rows if c is None else rows.take(np.flatnonzero(fold.class_index == c))
+            return occ.occ_basis(sub, n_planes, seed=occ.basis_seed(seed, fold.seed_path, c))
+
+        if op.planes == CodingType.G_OCC:
+            b = basis(None)
+            self.bases = [b]
+            self.codes = [occ.occ_codes(rows, *b)] * nr_w
+        elif self.kind == occ.LINEAR_ALL_CODES:
+            self.bases = [basis(c) for c in range(nr_w)]
+            all_codes = occ.occ_codes_multi(rows, np.vstack([b[0] for b in self.bases]),
+                                            np.concatenate([b[1] for b in self.bases]),
+                                            n_planes)
+            self.codes = [all_codes] * nr_w
+        else:
+            self.bases = [basis(c) for c in range(nr_w)]
+            self.codes = [occ.occ_codes(rows, *b) for b in self.bases]
+        counter["codes"] = counter.get("codes", 0) + 1
+        self.rows = occ._with_constant(rows, float(params.bias)) \
+            if self.kind == occ.LIB_LLSVM_PB else rows
+        self._prob_rows = {}
+
+    def problem(self, y_pm, Cp, Cn, c_pos) -> BinaryProblem:
+        p = self.params
+        state = rng_state(p.seed, PURPOSE_SOLVER, *self.fold.seed_path, c_pos)
+        codes = self.codes[c_pos]
+        if self.kind in (occ.LIB_LLSVM, occ.LIB_LLSVM_PB):
+            n, M = codes.shape
+            idx = np.ascontiguousarray(np.broadcast_to(np.arange(M, dtype=np.int32), (n, M)))
+            C = np.where(y_pm > 0, Cp, Cn).astype(np.float64)
+            return BinaryProblem(self.rows, np.ascontiguousarray(y_pm, dtype=np.int8), 0.0, 0.0,
+                                 float(p.bias), state,
+                                 coding=Coding(idx, np.ascontiguousarray(codes), M),
+                                 sample_C=C, shared_bias=True)
+        if c_pos not in self._prob_rows:
+            self._prob_rows[c_pos] = occ._code_rows(codes)
+        return BinaryProblem(self._prob_rows[c_pos], y_pm, Cp, Cn, float(self.params.bias),
+                             state)
+
+    def finish(self, c_pos, res):
+        if self.kind in (occ.LIB_LLSVM, occ.LIB_LLSVM_PB) and not self.params.bias >= 0:
+            return res.w[:-1]
+        return res.w
+
+    def predict(self, w: np.ndarray, params: TrainParams) -> np.ndarray:
+        f = self.fold
+        model = occ.OCCModel(int(params.solver_type), f.nr_class, f.labels, self.nr_feature,
+                             float(params.bias), occ.OCC_CODINGS[int(params.coding)], self.kind,
+                             np.vstack([b[0] for b in self.bases]),
+                             np.concatenate([b[1] for b in self.bases]), w, param=params)
+        return model.labels_from_values(model.decision_values(f.test_rows))
+
+
+def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
+              info: Messages, quiet: Messages, on_point) -> None:
+    """The warm-started C path of one setting (one ``_*Setting`` per fold)."""
+    l = y.shape[0]
+    st = int(search.solver_type)
+    loss = "l2" if st == 1 else "l1"
+    target = np.empty(l)
+    prev_alpha = [dict() for _ in folds]
+    prev_w = [None] * len(folds)
+    num_unchanged = 0
+    first_rate = None
+    best_rate = -1.0
+    since_best = 0
+    C = C0
+    while C <= MAX_C:
+        point = search.replaced(C=C)
+        for f, (fold, setting) in enumerate(zip(folds, settings)):
+            jobs = one_vs_rest_jobs(fold.class_index, fold.nr_class, fold.cost_factor * C, C,
+                                    fold.rows.n_rows)
+
+            def solve(job, f=f, setting=setting):
+                c_pos, y_pm, Cp, Cn = job
+                prob = setting.problem(y_pm, Cp, Cn, c_pos)
+                res = dual_cd.solve_l2r_l1l2_svc(prob, point, quiet, loss,
+                                                 init_alpha=prev_alpha[f].get(c_pos))
+                return c_pos, res
+
+            results = map_threads(solve, jobs, search.n_threads)
+            for c_pos, res in results:
+                prev_alpha[f][c_pos] = res.alpha
+            w = np.column_stack([setting.finish(c_pos, res) for c_pos, res in results])
+            if prev_w[f] is not None and num_unchanged >= 0 \
+                    and float(np.linalg.norm(w - prev_w[f])) > W_UNCHANGED:
+                num_unchanged = -1
+            prev_w[f] = w
+            target[fold.test_ids] = setting.predict(w, point)
+        rate = int(np.count_nonzero(target == y)) / l
+        info("%slog2c=%7.2f\trate=%g\n" % (label, _log2(C), 100.0 * rate))
+        on_point(C, rate)
+        if first_rate is None:
+            first_rate = rate
+        if rate > best_rate:
+            best_rate, since_best = rate, 0
+        else:
+            since_best += 1
+        num_unchanged += 1
+        if num_unchanged == UNCHANGED_PATH_STOP:
+            break
+        if best_rate > first_rate and since_best >= PATIENCE:
+            break
+        C *= C_RATIO
+    if C > MAX_C:
+        info("WARNING: maximum C reached.\n")
+
+
+def _folds(y, rows: Rows, params: TrainParams, perm) -> list:
+    l = rows.n_rows
+    nr_fold = int(params.nr_fold) if params.nr_fold else 5
+    if nr_fold < 2:
+        raise ValueError("n-fold cross validation: n must >= 2 (option -v)")
+    if nr_fold > l:
+        nr_fold = l
+        sys.stderr.write("WARNING: # folds > # data. Will use # folds = # data instead "
+                         "(i.e., leave-one-out cross validation)\n")
+    if perm is None:
+        rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, PURPOSE_CV)[0]))
+        perm = rng.permutation(l)
+    else:
+        perm = np.asarray(perm, dtype=np.int64)
+        if perm.shape != (l,) or not np.array_equal(np.sort(perm), np.arange(l)):
+            raise ValueError("parameter search: perm must be a permutation of the row ids")
+    start = [i * l // nr_fold for i in range(nr_fold + 1)]
+    return [_Fold(f + 1, y, rows,
+                  np.concatenate([perm[:start[f]], perm[start[f + 1]:]]),
+                  perm[start[f]:start[f + 1]], params)
+            for f in range(nr_fold)]
+
+
+def point_options(params: TrainParams, C: float, n_anchors: int, coding_param: float) -> str:
+    """The option string that trains the model of one point."""
+    rest = options_string(params, drop=SEARCH_FLAGS)
+    head = f"-s {int(params.solver_type)}" if "-s" not in params.given else ""
+    tail = f"-c {float_text(C)} -A {int(n_anchors)} -u {float_text(coding_param)}"
+    return " ".join(part for part in (head, rest, tail) if part)
+
+
+def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | None = None,
+                          perm: np.ndarray | None = None, counter: dict | None = None,
+                          c_only: bool = False):
+    """``-C`` with a local coding (module doc).  ``rows`` are without the bias column.
+
+    Returns ``(LocalSearchResult, points)``: the best point and every point tried
+    (:class:`SearchPoint`, in the order tried).  ``counter`` (optional dict) counts
+    the shared work: ``anchors`` (anchor sets learned), ``codes`` (codings of a
+    fold's rows at one setting), ``bases`` (OCC plane bases).  ``c_only``: search C
+    alone, at the given ``-A`` and ``-u`` (one setting)."""
+    check_parameter(params)
+    check_search_parameter(params)
+    if params.coding not in LLSVM_CODINGS + OCC_CODINGS:
+        raise ValueError(f"-C: -L {params.coding} has no local parameter search (option -L)")
+    if params.coding in LLSVM_CODINGS:
+        llsvm.check_local_params(params)      # -k <= -A: the grid keeps -A >= -k
+    else:
+        occ.check_occ_params(params)
+    info = info if info is not None else Messages(params.quiet)
+    quiet = Messages(quiet=True)
+    counter = {} if counter is None else counter
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if y.shape[0] != rows.n_rows:
+        raise ValueError(f"parameter search: {y.shape[0]} labels for {rows.n_rows} rows")
+    if rows.n_rows == 0:
+        raise ValueError("parameter search needs at least one training instance")
+    nr_feature = rows.n_features
+    kernel_map = kernel_map_of(params)
+    mapped = kernel_map(rows) if kernel_map is not None else rows
+    folds = _folds(y, mapped, params, perm)
+    search = params.replaced()
+    C0 = min(float(params.C) if params.flag_C_specified else start_C(mapped, float(params.bias)),
+             MAX_C)
+    points: list = []
+    if params.coding in OCC_CODINGS:
+        # planes beyond the rank bound of the data cannot be learned: the grid scales
+        # down to min(-A, features, fold rows)
+        rank = min(mapped.n_features, min(f.rows.n_rows for f in folds))
+        grid = anchor_grid(params.replaced(n_anchors=max(1, min(params.n_anchors, rank))))
+    else:
+        grid = anchor_grid(params)
+    if c_only:
+        grid = [int(params.n_anchors)]
+
+    def record(n_anchors, u):
+        def on_point(C, rate):
+            points.append(SearchPoint(n_anchors, u, C, rate,
+                                      point_options(params, C, n_anchors, u)))
+        return on_point
+
+    for A in grid:
+        if params.coding in OCC_CODINGS:
+            u = float(params.coding_param)
+            try:
+                # the planes live in the -K mapped space: the models see mapped rows
+                settings = [_OCCSetting(f, A, params, mapped.n_features, counter)
+                            for f in folds]
+            except ValueError as err:
+                info(f"-A {A}: skipped ({err})\n")
+                continue
+            _run_path(y, folds, settings, search.replaced(n_anchors=A), C0,
+                      "A=%d\t" % A, info, quiet, record(A, u))
+            continue
+        sp = search.replaced(n_anchors=A)
+        mp = LLSVMParams.from_train_params(sp)
+        anchors = []
+        for f in folds:
+            counter["anchors"] = counter.get("anchors", 0) + 1
+            anchors.append(llsvm.learn_local_anchors(f.rows, f.class_index, mp, params.seed,
+                                                     f.seed_path))
+        us = [float(params.coding_param)] if c_only else coding_grid(sp, folds[0].rows,
+                                                                      anchors[0])
+        for u in us:
+            su = sp.replaced(coding_param=u)
+            mpu = LLSVMParams.from_train_params(su)
+            settings = []
+            for f, a in zip(folds, anchors):
+                counter["codes"] = counter.get("codes", 0) + 1
+                settings.append(_LLSVMSetting(f, llsvm.local_coder(mpu, a), su, nr_feature,
+                                              kernel_map))
+            _run_path(y, folds, settings, su, C0, "A=%d\tu=%g\t" % (A, u), info, quiet,
+                      record(A, u))
+    if not points:
+        raise ValueError(f"-C: no setting of -A could be trained (option -A {params.n_anchors})")
+    best = max(points, key=lambda p: p.rate)      # the first of the best (max keeps it)
+    return LocalSearchResult(best.C, best.options, best.rate), points
+
+
+def best_parameters_line(result: LocalSearchResult) -> str:
+    """The summary the interfaces print after ``-C`` with a local coding (LIBLINEAR's
+    ``Best C = ...  CV accuracy = ...%`` and the options of the best model)."""
+    return "Best C = %g  CV accuracy = %g%%  Best options: %s\n" % (
+        result.best_C, 100.0 * result.best_rate, result.best_options)
+

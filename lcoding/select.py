@@ -1,0 +1,287 @@
+"""Automatic selection of a method and its parameters (issue 18, part 2: the core).
+
+:func:`select` runs *successive halving* (Jamieson & Talwalkar 2016; Li et al.'s
+Hyperband rung schedule) over candidate option strings -- methods x settings, from
+:func:`candidate_options` -- on cross-validation folds of the training rows, under a
+time budget ``budget_s``:
+
+* rung ``r`` evaluates the surviving candidates by ``nr_fold``-fold cross validation
+  (:func:`lcoding.training.cross_validation`, the folds of ``-v``) on the first
+  ``n_r`` rows of one seeded permutation of the training rows, ``n_r`` growing by
+  :data:`ETA` per rung up to all rows; the best ``1 / ETA`` (at least one) go on;
+* a candidate that fails (e.g. more planes than the rank allows) is skipped with a
+  line in the table, never aborting the search;
+* before a rung starts, its cost is predicted from the last rung's (the same
+  work: ``ETA`` times fewer candidates on ``ETA`` times more rows, times
+  :data:`GROWTH` for the superlinear solvers); when it would not fit in what is
+  left of the budget the search stops, and within a rung no candidate starts once
+  the budget is spent.  The winner is the best candidate of the highest rung run
+  to its end (the first rung's best when none was);
+* a budget too small for even one candidate fits the cheapest applicable method
+  (the linear SVM) and says so in :attr:`Selection.note`;
+* ``n_threads`` > 1 runs the candidates of a rung side by side (one thread each; the
+  trials do not change) and refits the winner with ``-m n_threads``;
+* ``refine_C``: when the winner is a local coding trained by ``-s 1, 3`` and the
+  budget allows, its ``C`` is refined by the warm-started ``-C`` path of
+  :mod:`lcoding.methods.local_search` at its anchors and ``-u``, on the rows and
+  folds of the rung that chose it (a table line ``C refinement``), and the new C is
+  taken only when a cold ``-v`` on the same folds confirms a lower error;
+* the winner is refitted on all training rows (``refit``).
+
+Deterministic for a seed: the candidates (their data-dependent widths come from a
+seeded sample of the training rows), the row permutation and the folds derive from
+``seed``; the errors, ranking and table are the same on every run, as long as the
+budget does not cut the schedule (where it cuts depends on the machine's speed; a
+budget large enough for the whole schedule gives the same winner everywhere).
+
+It is placed above the router (:mod:`lcoding.training`): it only writes option
+strings and calls ``cross_validation`` / ``train_model``.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from lcoding.core.messages import Messages
+from lcoding.core.model import Model
+from lcoding.core.options import check_search_parameter, float_text, parse_train_options
+from lcoding.core.rows import Rows, as_labels, as_rows
+from lcoding.core.seeds import PURPOSE_CV, rng_state
+from lcoding.core.threads import map_threads
+from lcoding.local.anchors import dense_rows
+from lcoding.methods.local_search import coding_scale, find_local_parameters
+from lcoding.training import cross_validation, train_model
+
+ETA = 3                   # 1 / ETA of the candidates survive a rung; rows grow ETA-fold
+MIN_ROWS = 600            # rows of the first rung (all rows when there are fewer)
+GROWTH = 1.5              # predicted cost of a rung / the cost of the previous one
+SELECT_STREAM = 0x5E1EC7  # path under PURPOSE_CV of the rung permutation and the width sample
+WIDTH_SAMPLE = 2000       # rows measured by the width rule
+WIDTH_ANCHORS = 100       # random training rows standing in for the anchors there
+CHEAPEST = "-s 2 -B 1 -c 1"
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One evaluation: rung, candidate, rows used, CV error (percent; None when it
+    was skipped), seconds, and a note (why it was skipped)."""
+    rung: int
+    options: str
+    n_rows: int
+    cv_error: float | None
+    seconds: float
+    note: str = ""
+
+
+@dataclass
+class Selection:
+    """What :func:`select` found: the winner's options and CV error at the rung that
+    chose it, every trial, the refitted model (``None`` without ``refit``) and a note
+    (the budget's effect)."""
+    best_options: str
+    cv_error: float | None
+    trials: list = field(default_factory=list)
+    model: Model | None = None
+    note: str = ""
+    seconds: float = 0.0
+
+    def table(self) -> str:
+        """The trials as a Markdown table."""
+        lines = ["| rung | rows | options | CV error % | time s | note |",
+                 "| --- | --- | --- | --- | --- | --- |"]
+        for t in self.trials:
+            err = "" if t.cv_error is None else f"{t.cv_error:.2f}"
+            lines.append(f"| {t.rung} | {t.n_rows} | `{t.options}` | {err} | "
+                         f"{t.seconds:.2f} | {t.note} |")
+        return "\n".join(lines) + "\n"
+
+
+def _width(rows: Rows, k: int, rng: np.random.Generator) -> float:
+    """``3 / median(d_k - d_1)`` (docs/llsvm.md's rule) against random training rows
+    standing in for the anchors, two significant digits."""
+    n = rows.n_rows
+    sample = rows.take(np.sort(rng.permutation(n)[:min(n, WIDTH_SAMPLE)]))
+    anchor_ids = np.sort(rng.permutation(n)[:min(n, WIDTH_ANCHORS)])
+    anchors = dense_rows(rows, anchor_ids, rows.n_features)
+    return float(f"{coding_scale(sample, anchors, k):.2g}")
+
+
+def candidate_options(y, rows: Rows, seed: int = 1) -> list:
+    """The candidates for these rows: the linear SVM, LL-SVM with the Gaussian and the
+    inverse-distance codings (the Gaussian width from the training rows), the k*
+    coding, the Hellinger map first when every value is >= 0, and anchor planes when
+    there are enough features for planes.  Cheapest first (ties in the CV error go
+    to the earlier candidate)."""
+    n, d = rows.n_rows, rows.n_features
+    rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_CV, SELECT_STREAM, 1)[0]))
+    out = [f"-s 2 -B 1 -c {c}" for c in ("0.1", "1", "10")]
+    A = max(1, min(100, n // 10))
+    k = min(8, A)
+    beta = _width(rows, k, rng)
+    for anchors in sorted({max(k, A // 2), A}):
+        for u in (beta / 2, beta, 2 * beta):
+            for c in ("1", "10"):
+                out.append(f"-s 1 -L 2 -B 1 -A {anchors} -k {k} -u {float_text(float(f'{u:.2g}'))} "
+                           f"-c {c}")
+    out += [f"-s 1 -L 1 -B 1 -A {A} -k {k} -u 1 -c {c}" for c in ("1", "10")]
+    out.append(f"-s 1 -L 3 -B 1 -A {max(1, A // 2)} -u {float_text(beta)} -c 1")
+    if rows.data.size and float(rows.data.min()) >= 0:
+        mapped = Rows(np.sqrt(rows.data), rows.indices, rows.indptr, rows.n_features)
+        beta_h = _width(mapped, k, rng)
+        out += [f"-s 1 -L 2 -K 3 -B 1 -A {A} -k {k} -u {float_text(beta_h)} -c {c}"
+                for c in ("1", "10")]
+    if d >= 8:
+        out += [f"-s 1 -L 4 -B 1 -A {min(d, 32)} -u 1 -c {c}" for c in ("1", "10")]
+    return out
+
+
+def _rung_sizes(n: int, n_candidates: int) -> list:
+    rungs = 1
+    while n / ETA ** rungs >= MIN_ROWS and n_candidates / ETA ** rungs > 1:
+        rungs += 1
+    return [n if r == rungs - 1 else max(MIN_ROWS, int(n / ETA ** (rungs - 1 - r)))
+            for r in range(rungs)]
+
+
+def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left, info):
+    """The winner's ``C`` refined by the warm-started ``-C`` path of
+    :mod:`lcoding.methods.local_search` at its anchors and ``-u`` (local codings with
+    ``-s 1, 3``), on the rows and folds of the rung that chose it, from ``C / 4`` up.
+    Runs when the predicted cost (4 of the winner's trials) fits in ``left``; returns
+    ``(cv error, options)`` when the new C's cold ``-v`` error is lower, else None."""
+    params = parse_train_options("-C " + options + extra + f" -v {min(nr_fold, n_r)}")
+    try:
+        check_search_parameter(params)
+    except ValueError:
+        return None
+    if params.coding == 0:
+        return None
+    cost = max((t.seconds for t in trials if t.options == options and t.n_rows == n_r),
+               default=math.inf)
+    if not 4 * cost < left:
+        trials.append(Trial(len({t.rung for t in trials}), options, n_r, None, 0.0,
+                            "C refinement not run: budget"))
+        return None
+    ids = np.sort(order[:n_r])
+    params.C = params.C / 4
+    t = time.perf_counter()
+    result, points = find_local_parameters(y[ids], rows.take(ids), params, c_only=True)
+    err = 100.0 * (1.0 - result.best_rate)
+    c_text = f"-c {float_text(result.best_C)}"
+    new = re.sub(r"(^| )-c \S+", lambda m: f"{m.group(1)}{c_text}", options) \
+        if re.search(r"(^| )-c ", options) else f"{options} {c_text}"
+    note = f"C refinement: {len(points)} values of C"
+    if new != options and err < error:
+        # confirmed by a cold -v of the new C on the same rows and folds: where the dual
+        # CD stops at its iteration cap (large C) the warm-started path's solution is
+        # not the one a cold training reaches, and the refit is cold
+        target = cross_validation(y[ids], rows.take(ids), parse_train_options(new + extra),
+                                  min(nr_fold, n_r))
+        warm, err = err, 100.0 * float(np.mean(target != y[ids]))
+        note += f" (warm-started path {warm:.2f} %, cold -v {err:.2f} %)"
+    trials.append(Trial(len({t.rung for t in trials}), new, n_r, err,
+                        time.perf_counter() - t, note))
+    info(f"{note}: {new}: CV error {err:.2f} %\n")
+    return (err, new) if err < error else None
+
+
+def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_threads: int = 1,
+           candidates: list | None = None, refit: bool = True, refine_C: bool = True,
+           info: Messages | None = None) -> Selection:
+    """Choose a method and its parameters by successive halving (module doc).
+
+    ``y``, ``x``: training labels and rows (anything ``train`` accepts).  Returns a
+    :class:`Selection`; ``info`` (default silent) gets one line per trial."""
+    t_start = time.perf_counter()
+    info = info if info is not None else Messages(quiet=True)
+    rows = as_rows(x, "x")
+    y = as_labels(y, "y")
+    if y.shape[0] != rows.n_rows or rows.n_rows == 0:
+        raise ValueError(f"select: {y.shape[0]} labels for {rows.n_rows} rows")
+    if not budget_s > 0:
+        raise ValueError(f"select: budget_s must be > 0, got {budget_s!r}")
+    n = rows.n_rows
+    extra = f" -S {int(seed)} -q"
+    cands = list(candidate_options(y, rows, seed) if candidates is None else candidates)
+    if not cands:
+        raise ValueError("select: no candidates")
+    order = np.random.Generator(
+        np.random.PCG64(rng_state(seed, PURPOSE_CV, SELECT_STREAM, 0)[0])).permutation(n)
+    sizes = _rung_sizes(n, len(cands))
+    trials: list = []
+    survivors = list(range(len(cands)))
+    best_complete: tuple | None = None        # (error, candidate index, rung)
+    first_rung_best: tuple | None = None
+    note = ""
+    last_cost = None
+    out_of_budget = False
+    for r, n_r in enumerate(sizes):
+        elapsed = time.perf_counter() - t_start
+        if last_cost is not None and elapsed + GROWTH * last_cost > budget_s:
+            note = (f"stopped before rung {r} ({len(survivors)} candidates on {n_r} rows): "
+                    f"predicted {GROWTH * last_cost:.1f} s, {budget_s - elapsed:.1f} s left")
+            break
+        ids = np.sort(order[:n_r])
+        sub_y, sub_rows = y[ids], rows.take(ids)
+        t_rung = time.perf_counter()
+
+        def evaluate(c, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
+            if time.perf_counter() - t_start > budget_s:
+                return Trial(r, cands[c], n_r, None, 0.0, "not run: budget spent")
+            t = time.perf_counter()
+            try:
+                params = parse_train_options(cands[c] + extra)
+                target = cross_validation(sub_y, sub_rows, params, min(nr_fold, n_r))
+            except (ValueError, ArithmeticError, MemoryError) as e:
+                return Trial(r, cands[c], n_r, None, time.perf_counter() - t, f"skipped: {e}")
+            return Trial(r, cands[c], n_r, 100.0 * float(np.mean(target != sub_y)),
+                         time.perf_counter() - t)
+
+        # n_threads > 1: the rung's candidates run side by side, each on one thread (the
+        # kernels release the GIL); the trials are the same, in the same order
+        results = []
+        for c, trial in zip(survivors, map_threads(evaluate, survivors, n_threads)):
+            trials.append(trial)
+            if trial.cv_error is not None:
+                results.append((trial.cv_error, c))
+            elif trial.note == "not run: budget spent":
+                out_of_budget = True
+            info(f"rung {r} rows {n_r}: {trial.options}: "
+                 + (f"CV error {trial.cv_error:.2f} %" if trial.cv_error is not None
+                    else trial.note) + f" ({trial.seconds:.2f} s)\n")
+        last_cost = time.perf_counter() - t_rung
+        results.sort()
+        if r == 0 and results:
+            first_rung_best = (results[0][0], results[0][1], 0)
+        if out_of_budget:
+            note = f"budget spent during rung {r}; the winner comes from the last complete rung"
+            break
+        if results:
+            best_complete = (results[0][0], results[0][1], r)
+        survivors = [c for _, c in results[:max(1, math.ceil(len(results) / ETA))]]
+        if not survivors:
+            break
+    winner = best_complete or first_rung_best
+    if winner is not None and refine_C:
+        refined = _refine_C(y, rows, order, sizes[winner[2]], cands[winner[1]], winner[0],
+                            trials, extra, nr_fold, budget_s - (time.perf_counter() - t_start),
+                            info)
+        if refined is not None:
+            cands = cands + [refined[1]]
+            winner = (refined[0], len(cands) - 1, winner[2])
+    if winner is None:
+        best_options, best_err = CHEAPEST, None
+        note = ("budget too small for even one candidate (or every candidate failed): "
+                f"fitted the cheapest applicable method, {CHEAPEST}")
+    else:
+        best_err, best_options = winner[0], cands[winner[1]]
+    model = None
+    if refit:
+        model = train_model(y, rows,
+                            parse_train_options(best_options + extra + f" -m {int(n_threads)}"))
+    return Selection(best_options, best_err, trials, model, note,
+                     time.perf_counter() - t_start)

@@ -1,0 +1,113 @@
+"""lcoding.select: successive halving over methods x settings on CV folds, under a
+time budget (issue 18 part 2, the core)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lcoding import select as sel
+from lcoding.core.options import parse_train_options
+from lcoding.training import cross_validation
+
+
+@pytest.fixture(scope="module")
+def small():
+    from lcoding.io import datasets
+    try:
+        y, rows = datasets.load("banana", "train")
+    except FileNotFoundError as err:    # pragma: no cover
+        pytest.skip(str(err))
+    ids = np.sort(np.random.default_rng(1).choice(rows.n_rows, 1500, replace=False))
+    return y[ids], rows.take(ids).to_csr()
+
+
+def test_successive_halving_table_and_winner(small, monkeypatch):
+    y, X = small
+    monkeypatch.setattr(sel, "MIN_ROWS", 150)
+    result = sel.select(y, X, budget_s=120, seed=3, refine_C=False)
+    rungs = sorted({t.rung for t in result.trials})
+    assert rungs == [0, 1, 2]                       # 1500 rows: 166, 500, all
+    per_rung = [[t for t in result.trials if t.rung == r] for r in rungs]
+    assert [len(p) for p in per_rung] == [len(sel.candidate_options(y, _rows(X), seed=3)),
+                                          math_ceil(len(per_rung[0]) / 3),
+                                          math_ceil(math_ceil(len(per_rung[0]) / 3) / 3)]
+    assert [p[0].n_rows for p in per_rung] == [166, 500, 1500]
+    # the survivors are the best of their rung, and the winner the best of the last
+    first = sorted(per_rung[0], key=lambda t: t.cv_error)
+    assert {t.options for t in per_rung[1]} == {t.options for t in first[:len(per_rung[1])]}
+    last = min(per_rung[-1], key=lambda t: t.cv_error)
+    assert result.best_options == last.options and result.cv_error == last.cv_error
+    # a trial's error is -v's on the same rows and folds
+    params = parse_train_options(last.options + " -S 3 -m 1 -q")
+    assert 100 * np.mean(cross_validation(y, _rows(X), params, 3) != y) == last.cv_error
+    assert result.model is not None and result.model.nr_class == 2
+    assert "| rung | rows | options | CV error % | time s | note |" in result.table()
+
+
+def math_ceil(x):
+    import math
+    return math.ceil(x)
+
+
+def _rows(X):
+    from lcoding.core.rows import as_rows
+    return as_rows(X, "x")
+
+
+def test_deterministic_for_a_seed_and_any_thread_count(small):
+    y, X = small
+    a = sel.select(y, X, budget_s=120, seed=5, refit=False)
+    b = sel.select(y, X, budget_s=120, seed=5, refit=False, n_threads=2)
+    strip = [(t.rung, t.options, t.n_rows, t.cv_error) for t in a.trials]
+    assert strip == [(t.rung, t.options, t.n_rows, t.cv_error) for t in b.trials]
+    assert a.best_options == b.best_options
+
+
+def test_budget_too_small_fits_the_cheapest_method_and_says_so(small):
+    y, X = small
+    result = sel.select(y, X, budget_s=1e-9)
+    assert result.best_options == sel.CHEAPEST and result.cv_error is None
+    assert "budget too small" in result.note
+    assert result.model is not None
+    assert all(t.note == "not run: budget spent" for t in result.trials)
+
+
+def test_a_failing_candidate_is_skipped_with_a_line(small):
+    y, X = small
+    cands = ["-s 1 -L 4 -B 1 -A 50 -c 1",          # 50 planes > 2 features: fails
+             "-s 2 -B 1 -c 1", "-s 1 -L 2 -B 1 -A 20 -k 4 -u 10 -c 1"]
+    result = sel.select(y, X, budget_s=60, candidates=cands, refit=False)
+    skipped = [t for t in result.trials if t.note.startswith("skipped")]
+    assert len(skipped) == 1 and "-A 50" in skipped[0].note
+    assert result.best_options == cands[2]
+
+
+def test_bad_input(small):
+    y, X = small
+    with pytest.raises(ValueError, match="budget_s"):
+        sel.select(y, X, budget_s=0)
+    with pytest.raises(ValueError, match="labels"):
+        sel.select(y[:10], X)
+
+
+def test_C_refinement_of_a_local_winner(small):
+    """The winner's C refined by the warm-started -C path at its anchors and -u, on
+    the winning rung's rows and folds; taken only when its CV error is lower."""
+    y, X = small
+    cands = ["-s 1 -L 2 -B 1 -A 20 -k 4 -u 10 -c 64", "-s 2 -B 1 -c 1"]
+    plain = sel.select(y, X, budget_s=60, candidates=cands, refit=False, refine_C=False)
+    refined = sel.select(y, X, budget_s=60, candidates=cands, refit=False)
+    line = refined.trials[-1]
+    assert line.note.startswith("C refinement: ") and line.n_rows == 1500
+    assert refined.cv_error <= plain.cv_error
+    if refined.cv_error < plain.cv_error:
+        assert refined.best_options == line.options != cands[0]
+        assert refined.best_options.replace(refined.best_options.split("-c ")[1], "") \
+            == "-s 1 -L 2 -B 1 -A 20 -k 4 -u 10 -c "
+    # the error of the line is -v's (cold) when the C changed
+    params = parse_train_options(line.options + " -S 1 -q")
+    cv = 100 * np.mean(cross_validation(y, _rows(X), params, 3) != y)
+    if line.options != cands[0]:
+        assert cv == line.cv_error and "cold -v" in line.note
+    else:
+        assert abs(cv - line.cv_error) <= 100 * 4 / 1500

@@ -1,0 +1,267 @@
+"""``-C`` with a local coding (lcoding.methods.local_search): the search of C, -u and
+-A on the -v folds, warm-started along C, with anchors and codes shared."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from lcoding.cli import train_main
+from lcoding.core.messages import Messages
+from lcoding.core.options import OptionError, options_string, parse_train_options
+from lcoding.io.model_files import model_to_text
+from lcoding.linear import _dual_cd, dual_cd
+from lcoding.linear.problem import BinaryProblem, Coding
+from lcoding.liblinearutil import train
+from lcoding.local.coding import LocalCoding
+from lcoding.methods import llsvm, local_search
+from lcoding.methods.local_search import LocalSearchResult, find_local_parameters
+from lcoding.core.seeds import rng_state
+from lcoding.training import cross_validation
+
+N_SMALL = 500
+
+
+@pytest.fixture(scope="module")
+def small(request):
+    """A seeded 500-row subset of banana's training set (2 features, 2 classes)."""
+    from lcoding.io import datasets
+    try:
+        y, rows = datasets.load("banana", "train")
+    except FileNotFoundError as err:    # pragma: no cover
+        pytest.skip(str(err))
+    ids = np.sort(np.random.default_rng(0).choice(rows.n_rows, N_SMALL, replace=False))
+    return y[ids], rows.take(ids)
+
+
+def _search(y, rows, options, counter=None):
+    return find_local_parameters(y, rows, parse_train_options(options), Messages(True),
+                                 counter=counter)
+
+
+def _cv_rate(y, rows, options):
+    params = parse_train_options(options + " -q")
+    return float(np.mean(cross_validation(y, rows, params, params.nr_fold) == y))
+
+
+@pytest.mark.parametrize("options", ["-C -L 2 -B 1 -A 12 -k 4",
+                                     "-C -L 1 -A 8 -k 4 -v 4",
+                                     "-C -L 5 -u 3 -B 1 -K 1 -A 6 -e 0.01"])
+def test_cv_rate_of_a_point_equals_cross_validation(small, options):
+    """The first point of each C path (cold start) is -v's model on the same folds:
+    the same rate exactly; warm-started points agree within a few rows while the
+    dual CD converges (C <= 1 here)."""
+    y, rows = small
+    _, points = _search(y, rows, options)
+    firsts = {}
+    for p in points:
+        firsts.setdefault((p.n_anchors, p.coding_param), p)
+    nr_fold = 4 if "-v 4" in options else 5
+    for p in firsts.values():
+        assert p.rate == _cv_rate(y, rows, f"{p.options} -v {nr_fold}")
+    warm = [p for p in points if p not in firsts.values() and p.C <= 1.0][::4]
+    assert warm
+    for p in warm:
+        assert abs(p.rate - _cv_rate(y, rows, f"{p.options} -v {nr_fold}")) <= 3.0 / N_SMALL
+
+
+def test_anchors_and_codes_are_computed_once_per_fold_and_setting(small, monkeypatch):
+    y, rows = small
+    calls = {"anchors": 0, "code": 0}
+    learn, code = llsvm.learn_local_anchors, LocalCoding.code
+
+    def counting_learn(*args, **kwargs):
+        calls["anchors"] += 1
+        return learn(*args, **kwargs)
+
+    def counting_code(self, *args, **kwargs):
+        calls["code"] += 1
+        return code(self, *args, **kwargs)
+
+    monkeypatch.setattr(llsvm, "learn_local_anchors", counting_learn)
+    monkeypatch.setattr(LocalCoding, "code", counting_code)
+    counter = {}
+    result, points = _search(y, rows, "-C -L 2 -B 1 -A 16 -k 4 -v 3", counter)
+    n_anchor_settings = len({p.n_anchors for p in points})
+    settings = {(p.n_anchors, p.coding_param) for p in points}
+    assert n_anchor_settings == 3 and len(settings) == 9
+    assert len(points) > 3 * len(settings)          # several C values per setting
+    assert calls["anchors"] == 3 * n_anchor_settings == counter["anchors"]
+    # every fold's training and held-out rows coded once per setting, not per C
+    assert calls["code"] == 2 * 3 * len(settings)
+    assert counter["codes"] == 3 * len(settings)
+
+
+def test_best_options_retrain_to_the_model(small):
+    y, rows = small
+    X = rows.to_csr()
+    result = train(y, X, "-C -L 2 -B 1 -A 12 -k 4 -q")
+    assert isinstance(result, LocalSearchResult)
+    best_C, best_options, best_rate = result          # unpacks as a 3-tuple
+    params = parse_train_options(best_options)
+    assert not params.flag_find_parameters and not params.flag_cross_validation
+    assert params.C == best_C and params.coding == 2 and params.bias == 1
+    model = train(y, X, best_options)
+    core = model.core
+    assert core.n_anchors == params.n_anchors and core.coding.param == params.coding_param
+    again = train(y, X, f"-s 1 -L 2 -B 1 -k 4 -q -c {best_C!r} -A {params.n_anchors} "
+                        f"-u {params.coding_param!r}")
+    assert model_to_text(core) == model_to_text(again.core)
+    # the search's rate is the best of its points; -v of the winner is that rate up to
+    # the warm start (a few rows)
+    _, points = _search(y, rows, "-C -L 2 -B 1 -A 12 -k 4")
+    assert best_rate == max(p.rate for p in points)
+    assert abs(_cv_rate(y, rows, best_options + " -v 5") - best_rate) <= 3.0 / N_SMALL
+
+
+def test_search_is_deterministic_and_seeded(small):
+    y, rows = small
+    a = _search(y, rows, "-C -L 1 -A 8 -k 4")
+    b = _search(y, rows, "-C -L 1 -A 8 -k 4")
+    assert a == b
+    c = _search(y, rows, "-C -L 1 -A 8 -k 4 -S 7")
+    assert [p.rate for p in c[1]] != [p.rate for p in a[1]]
+
+
+def test_grids(small):
+    y, rows = small
+    y, rows = y[:250], rows.take(np.arange(250))
+    _, points = _search(y, rows, "-C -L 6 -A 8 -k 4 -u 2 -c 0.5")
+    assert sorted({p.n_anchors for p in points}) == [4, 8]          # 2 < -k 4 left out
+    assert sorted({p.coding_param for p in points}) == [2.0, 20.0, 200.0]
+    assert min(p.C for p in points) == 0.5                            # -c: the start C
+    assert max(p.C for p in points) <= 1024
+    # -L 2 without -u: centred on 3 / median(d_k - d_1), two significant digits
+    _, points = _search(y, rows, "-C -L 2 -A 8 -k 4")
+    us = sorted({p.coding_param for p in points if p.n_anchors == 8})
+    assert len(us) == 3 and us[1] == float(f"{us[1]:.2g}")
+    assert us[0] == pytest.approx(us[1] / 2, rel=0.05) and us[2] == pytest.approx(2 * us[1], rel=0.05)
+
+
+def test_train_prints_one_line_per_point_and_the_best_line(small, capsys):
+    y, rows = small
+    result = train(y, rows.to_csr(), "-C -L 1 -A 8 -k 4")
+    out = capsys.readouterr().out
+    lines = [l for l in out.splitlines() if "log2c=" in l]
+    _, points = _search(y, rows, "-C -L 1 -A 8 -k 4")
+    assert len(lines) == len(points)
+    assert lines[0].startswith("A=4\tu=0.5\tlog2c=") and "\trate=" in lines[0]
+    assert f"Best C = {result.best_C:g}  CV accuracy = {100 * result.best_rate:g}%  " \
+           f"Best options: {result.best_options}" in out
+    train(y, rows.to_csr(), "-C -L 1 -A 8 -k 4 -q")
+    quiet = capsys.readouterr().out
+    assert "log2c=" not in quiet and "Best C = " in quiet      # LIBLINEAR's -q rule
+
+
+def test_cli_C_with_a_local_coding(small, tmp_path, capsys, monkeypatch):
+    y, rows = small
+    path = tmp_path / "small.train"
+    X = rows.to_csr()
+    with open(path, "w") as fh:
+        for i in range(X.shape[0]):
+            row = X[i]
+            fh.write("%g %s\n" % (y[i], " ".join(f"{j + 1}:{v:g}" for j, v in
+                                                  zip(row.indices, row.data))))
+    monkeypatch.chdir(tmp_path)
+    assert train_main(["-C", "-L", "2", "-A", "8", "-k", "4", "-B", "1", str(path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "Doing parameter search with 5-fold cross validation."
+    assert any(l.startswith("A=8\tu=") and "log2c=" in l for l in out)
+    assert out[-1].startswith("Best C = ") and "Best options: -s 1 -L 2 -k 4 -B 1 -c " in out[-1]
+    assert not (tmp_path / "small.train.model").exists()       # -C writes no model
+    assert train_main(["-C", "-L", "2", "-s", "30", str(path)]) == 1
+    assert "(option -s)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("options, option", [
+    ("-C -L 2 -s 30", "-s"), ("-C -L 1 -s 4", "-s"), ("-C -L 3 -s 31", "-s"),
+    ("-C -L 2 -s 32", "-s"), ("-C -t 2", "-t"), ("-C -K 1", "-K"),
+    ("-C -H 2 -L 2", "-H"),
+])
+def test_options_that_cannot_be_searched_raise_naming_the_option(small, options, option):
+    y, rows = small
+    with pytest.raises(ValueError, match=option):
+        train(y, rows.to_csr(), options)
+
+
+def test_parse_rules_of_C():
+    assert parse_train_options("-C").solver_type == 2                  # LIBLINEAR's rule
+    assert parse_train_options("-C -L 2").solver_type == 1             # the local default
+    assert parse_train_options("-C -L 2 -s 3").solver_type == 3
+    assert parse_train_options("-C -L 2").nr_fold == 5
+    with pytest.raises(OptionError, match="only available for -s 0, -s 2"):
+        parse_train_options("-C -s 1")
+
+
+def test_options_string_round_trips():
+    params = parse_train_options("-s 3 -L 2 -w1 0.3 -B 1 -q -u 0.1 -C -v 4 -R")
+    text = options_string(params, drop=("-C", "-v"))
+    assert text == "-s 3 -L 2 -w1 0.3 -B 1 -q -u 0.1 -R"
+    again = parse_train_options(text)
+    assert (again.weight, again.coding_param, again.regularize_bias) == ([0.3], 0.1, 0)
+
+
+def test_dual_cd_warm_start_from_alpha(small):
+    """init_alpha: W computed from alpha (the new kernel) and the solve continued."""
+    y, rows = small
+    anchors = rows.to_csr()[:6].toarray()
+    idx, wt = LocalCoding(2, anchors, 3, 1.0).code(rows)
+    coding = Coding(idx, wt, 6)
+    y_pm = np.where(y == y[0], 1, -1).astype(np.int8)
+    params = parse_train_options("-s 1 -e 0.001")
+
+    def prob():
+        return BinaryProblem(rows, y_pm, 1.0, 1.0, 1.0, rng_state(1, 1), coding=coding)
+
+    cold = dual_cd.solve_l2r_l1l2_svc(prob(), params, Messages(True), "l2")
+    warm = dual_cd.solve_l2r_l1l2_svc(prob(), params, Messages(True), "l2",
+                                      init_alpha=cold.alpha)
+    assert warm.n_iter <= 2
+    np.testing.assert_allclose(warm.w, cold.w, rtol=1e-4, atol=1e-4)
+    # the kernel's W = sum_i y_i alpha_i z_i is the W the passes accumulated
+    W = np.empty_like(cold.w)
+    assert _dual_cd.dual_w_from_alpha(rows.data, rows.indices, rows.indptr, rows.n_features,
+                                      1.0, idx, wt, y_pm, cold.alpha, W)
+    np.testing.assert_allclose(W, cold.w, rtol=1e-10, atol=1e-10)
+    # the start at a smaller C's solution converges to the same optimum
+    small_C = BinaryProblem(rows, y_pm, 0.25, 0.25, 1.0, rng_state(1, 1), coding=coding)
+    a0 = dual_cd.solve_l2r_l1l2_svc(small_C, params, Messages(True), "l2").alpha
+    path = dual_cd.solve_l2r_l1l2_svc(prob(), params, Messages(True), "l2", init_alpha=a0)
+    assert abs(path.objective - cold.objective) <= 1e-3 * abs(cold.objective)
+    with pytest.raises(ValueError, match="init_alpha"):
+        dual_cd.solve_l2r_l1l2_svc(prob(), params, Messages(True), "l2",
+                                   init_alpha=np.zeros(3))
+
+
+@pytest.mark.slow
+def test_banana_search_finds_a_good_model(shared_data):
+    """Full banana training set: the searched LL-SVM is within a point of the RBF
+    SVM's test error (~9.5-10 %), every choice made on the training folds."""
+    y, X, ty, tX = shared_data("banana")
+    from lcoding.liblinearutil import predict
+    result = train(y, X, "-C -L 2 -B 1 -q")
+    assert result.best_rate > 0.895
+    model = train(y, X, result.best_options)
+    _, (acc, _, _), _ = predict(ty, tX, model, "-q")
+    assert acc > 89.0
+
+
+
+
+
+@pytest.mark.parametrize("options", ["-L 1 -k 4", "-L 2 -k 4", "-L 3", "-L 6 -k 4",
+                                     "-L 4 -K 1 -u 1", "-L 5 -K 1 -u 0", "-L 5 -K 1 -u 2",
+                                     "-L 2 -s 3 -k 4 -K 3"])
+def test_every_local_coding_is_searched(small, options):
+    """Every -L of the option table: a search whose first point is -v's model and whose
+    best options train (a tiny grid: -A 8, C from 0.25)."""
+    y, rows = small
+    counter = {}
+    result, points = _search(y[:200], rows.take(np.arange(200)),
+                             f"-C {options} -A 8 -B 1 -c 0.25", counter)
+    assert points[0].C == 0.25 and result.best_rate == max(p.rate for p in points)
+    assert points[0].rate == _cv_rate(y[:200], rows.take(np.arange(200)),
+                                      points[0].options + " -v 5")
+    n_settings = len({(p.n_anchors, p.coding_param) for p in points})
+    assert counter["codes"] == 5 * n_settings
+    model = train(y[:200], rows.take(np.arange(200)).to_csr(), result.best_options + " -q")
+    assert model.get_nr_class() == 2
