@@ -260,10 +260,19 @@ def _take_sample(part: _Part, spec):
     return part.rows.take(ids), part.class_index[ids]
 
 
+class _Box:
+    """One object for ``client.scatter`` (which splits tuples, lists and dicts)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
 def _with_coding(part: _Part, spec) -> _Coded:
     """The chunk coded as ``spec`` says: ``("linear", bias)``, ``("local", coder,
     bias)`` or ``("occ", planes, sigma, bias, plane_bias)``; coded here, next to
     the rows."""
+    if isinstance(spec, _Box):
+        spec = spec.value
     rows = part.rows
     kind = spec[0]
     if kind == "linear":
@@ -330,8 +339,9 @@ def _round(coded: _Coded, prev, W: np.ndarray, ctl: dict):
                 coded.rows, coded.bias, coded.shared_bias, coded.anchor_idx,
                 coded.coding_weight, y_pm, QD, diag, upper, alpha, Wk, ps, PGmax_old,
                 PGmin_old, sigma)
-            PGmax_old = PGmax if PGmax > 0 else INF
-            PGmin_old = PGmin if PGmin < 0 else -INF
+            if not ctl["unshrink"][i]:       # a round checking all rows shrinks none
+                PGmax_old = PGmax if PGmax > 0 else INF
+                PGmin_old = PGmin if PGmin < 0 else -INF
         results[col] = ((Wk - W0) / sigma, PGmax, PGmin, ps.active_size == ps.n_rows,
                         float(np.dot(alpha, alpha * diag - 2.0)),
                         int(np.count_nonzero(alpha > 0)), gap_terms)
@@ -340,19 +350,42 @@ def _round(coded: _Coded, prev, W: np.ndarray, ctl: dict):
 
 
 # ------------------------------------------------------------------ driver
-def _wait_results(futures):
-    """Results of ``futures`` in order; None for a future whose data was lost
-    (cancelled after a worker died); a task's own exception is raised."""
+def _timed_out(what: str, timeout) -> RuntimeError:
+    return RuntimeError(f"lcoding.dask.train: {what} took longer than timeout={timeout} s "
+                        f"(workers busy, stuck or gone); nothing was returned")
+
+
+def _gather(client, futures, timeout, what: str):
+    """``client.gather(futures)`` within ``timeout`` seconds (None: no limit); a
+    RuntimeError naming ``what`` past it."""
     from distributed import wait
     try:
-        wait(futures)
+        wait(futures, timeout=timeout)
+    except TimeoutError:
+        raise _timed_out(what, timeout) from None
+    except Exception:               # cancelled futures: gather raises the real error
+        pass
+    return client.gather(futures)
+
+
+def _wait_results(futures, timeout=None):
+    """Results of ``futures`` in order; None for a future whose data was lost
+    (cancelled after a worker died); a task's own exception is raised; a
+    RuntimeError when the round takes longer than ``timeout`` seconds."""
+    from distributed import wait
+    try:
+        wait(futures, timeout=timeout)
+    except TimeoutError:
+        raise _timed_out("a CoCoA+ round", timeout) from None
     except Exception:               # CancelledError when a future was cancelled
         pass
     out = []
     for fut in futures:
         if fut.status == "finished":
             try:
-                out.append(fut.result())
+                out.append(fut.result(timeout=timeout))
+            except TimeoutError:
+                raise _timed_out("a CoCoA+ round", timeout) from None
             except Exception:       # lost between the status and the result
                 out.append(None)
         elif fut.status == "error":
@@ -363,6 +396,12 @@ def _wait_results(futures):
 
 
 SCATTER_TIMEOUT = 10.0      # seconds; a broadcast to a worker that just died can hang
+
+
+def _holders(client, futures) -> list:
+    """For each future, the workers holding its data (None when unknown)."""
+    who = client.who_has(futures)
+    return [list(who.get(f.key, ())) or None for f in futures]
 
 
 def _scatter(client, obj, attempts: int = 5):
@@ -390,7 +429,7 @@ class _Progress:
 
 
 def _cocoa_rounds(client, coded, cols, w_size, streams, params, loss, local_passes, info,
-                  progress, max_resets: int = 3):
+                  progress, max_resets: int = 3, timeout=None):
     """CoCoA+ over the chunks ``coded`` (futures) for the problems ``cols``; returns
     ``{col: (W, rounds, objective, nSV)}``."""
     K = len(coded)
@@ -414,12 +453,19 @@ def _cocoa_rounds(client, coded, cols, w_size, streams, params, loss, local_pass
                 "unshrink": [rules[c].unshrink for c in active],
                 "gap": [gap_pending[c] for c in active]}
         w_sq = {c: float(W[c] @ W[c]) for c in active}     # ||W||^2 at the round's start
-        futs = []
+        futs, res_futs = [], []
+        where = _holders(client, coded)
         for k in range(K):
             ctl = dict(base, fresh={c: cocoa.partition_stream(streams[c], k) for c in active})
-            futs.append(client.submit(_round, coded[k], prev[k], W_fut, ctl, pure=False))
-        res_futs = [client.submit(operator.itemgetter(1), f, pure=False) for f in futs]
-        results = _wait_results(res_futs)
+            # the chunk's round and the extraction of its results run where its coded
+            # rows are (no state crosses workers; elsewhere only if that worker is gone)
+            place = {} if where[k] is None else {"workers": where[k],
+                                                 "allow_other_workers": True}
+            futs.append(client.submit(_round, coded[k], prev[k], W_fut, ctl, pure=False,
+                                      **place))
+            res_futs.append(client.submit(operator.itemgetter(1), futs[k], pure=False,
+                                          **place))
+        results = _wait_results(res_futs, timeout)
         lost = [k for k in range(K) if results[k] is None]
         change = {}
         for c in active:
@@ -500,9 +546,9 @@ def _sample_specs(sizes, class_counts, n_sample, per_class, seed, class_min=0):
     return specs
 
 
-def _gather_sample(client, parts, specs):
+def _gather_sample(client, parts, specs, timeout=None):
     futs = [client.submit(_take_sample, p, s, pure=False) for p, s in zip(parts, specs)]
-    pieces = client.gather(futs)
+    pieces = _gather(client, futs, timeout, "sampling the rows")
     rows = [r for r, _ in pieces]
     n_features = rows[0].n_features
     data = np.concatenate([r.data for r in rows])
@@ -547,7 +593,7 @@ def _options(options) -> TrainParams:
 
 
 def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: int = SAMPLE_SIZE,
-          local_passes: int = 1, progress=None) -> Model:
+          local_passes: int = 1, progress=None, timeout: float | None = None) -> Model:
     """Train an lcoding model on Dask collections; returns the model the same option
     string gives in one process (:func:`lcoding.liblinearutil.train`), of the same
     class, saved and loaded the same way.
@@ -574,6 +620,11 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         each longer).
     progress : callable, optional
         Called after every round as ``progress(round, problems_still_training)``.
+    timeout : float, optional
+        Seconds any one wait for the workers may take (reading the chunks, the
+        sample, one CoCoA+ round); past it a RuntimeError, and no model.  Default:
+        no limit.  The rounds themselves are capped by ``-e`` and the iteration cap
+        (LIBLINEAR's 300 outer iterations).
 
     Raises
     ------
@@ -582,7 +633,8 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         non-finite labels, options lcoding.dask does not train) -- the checks on
         the collections' metadata run before anything is scheduled.
     RuntimeError
-        Workers lost again and again during training.
+        Workers lost again and again during training, or a wait longer than
+        ``timeout``.
     """
     params = _options(options)
     method = _supported(params)
@@ -591,6 +643,8 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         raise ValueError(f"local_passes={local_passes} must be >= 1")
     if int(sample_size) < 1:
         raise ValueError(f"sample_size={sample_size} must be >= 1")
+    if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
+        raise ValueError(f"timeout={timeout!r} must be a positive number of seconds or None")
     client = _client(client)
     from dask import delayed
 
@@ -609,7 +663,8 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
                                                nr_feature, kernel_map) for k in keep]
     parts = client.compute(prep)
     sizes = [sizes[k] for k in keep]
-    summaries = client.gather(client.map(_label_summary, parts, pure=False))
+    summaries = _gather(client, client.map(_label_summary, parts, pure=False), timeout,
+                        "reading the chunks and their labels")
     labels, _ = group_classes(np.concatenate([s[0] for s in summaries]).astype(np.float64))
     nr_class = labels.size
     weighted_C = class_costs(labels, params)
@@ -642,7 +697,7 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         want = max(want, mp.anchors.n_anchors)
         specs = _sample_specs(sizes, class_counts, want, per_class, seed,
                               class_min=MIN_CLASS_SAMPLE if per_class else 0)
-        s_rows, s_ci = _gather_sample(client, parts, specs)
+        s_rows, s_ci = _gather_sample(client, parts, specs, timeout)
         t = time.perf_counter()
         anchors = llsvm.learn_local_anchors(s_rows, s_ci, mp, seed)
         coder = llsvm.local_coder(mp, anchors)
@@ -657,14 +712,14 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         d = s_dim = None
         if op.planes == CodingType.G_OCC:
             specs = _sample_specs(sizes, class_counts, int(sample_size), False, seed)
-            s_rows, _ = _gather_sample(client, parts, specs)
+            s_rows, _ = _gather_sample(client, parts, specs, timeout)
             V, s = occ.occ_basis(s_rows, M, seed=occ.basis_seed(seed, (), None))
             bases = [(V, s * math.sqrt(n / s_rows.n_rows))]
             groups = [(cols, ("occ", V, bases[0][1], bias, kind == occ.LIB_LLSVM_PB))]
         else:
             specs = _sample_specs(sizes, class_counts, int(sample_size), True, seed,
                                   class_min=MIN_CLASS_SAMPLE)
-            s_rows, s_ci = _gather_sample(client, parts, specs)
+            s_rows, s_ci = _gather_sample(client, parts, specs, timeout)
             bases, groups = [], []
             totals = class_counts.sum(axis=0)
             for c in cols:
@@ -683,11 +738,11 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
     counter = _Progress(progress)
     solved = {}
     for group_cols, spec in groups:
-        spec_fut = _scatter(client, spec)
+        spec_fut = _scatter(client, _Box(spec))
         coded = [client.submit(_with_coding, p, spec_fut, pure=False) for p in parts]
         info(f"CoCoA+: {len(coded)} chunks, {len(group_cols)} problem(s)\n")
         solved.update(_cocoa_rounds(client, coded, group_cols, w_size, streams, params, loss,
-                                    int(local_passes), info, counter))
+                                    int(local_passes), info, counter, timeout=timeout))
         del coded, spec_fut
     for c in cols:
         w_c, rounds, objective, nsv = solved[c]

@@ -1,0 +1,239 @@
+"""CoCoA+ (-m N on one binary dual-CD problem): the kernel's subproblem scalar, one
+partition = LIBLINEAR's solver bit for bit, -m 2 reaches -m 1's objective, same
+-S and -m give the same model, multi-class problems keep their class threads."""
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from lcoding.core.classes import group_classes
+from lcoding.core.messages import Messages
+from lcoding.core.options import parse_train_options
+from lcoding.core.rows import rows_from_sparse
+from lcoding.core.seeds import rng_state
+from lcoding.linear import _dual_cd, cocoa
+from lcoding.linear.dual_cd import solve_l2r_l1l2_svc
+from lcoding.linear.problem import EMPTY_IDX, EMPTY_WEIGHT, BinaryProblem, Coding
+from lcoding.training import train_model
+
+
+def _problem(rows, y_pm, C=1.0, bias=1.0, coding=None, seed=1):
+    return BinaryProblem(rows, y_pm, C, C, bias, rng_state(seed, 1, 0), coding=coding)
+
+
+def primal_objective(model, y, rows, C, loss):
+    """``1/2 ||w||^2 + C sum loss(y f(x))`` of a binary model (+1 = ``label[0]``)."""
+    f = model.decision_values(rows)[:, 0]
+    ypm = np.where(np.trunc(y) == model.label[0], 1.0, -1.0)
+    m = np.maximum(0.0, 1.0 - ypm * f)
+    return 0.5 * float(np.sum(model.w ** 2)) + C * float(np.sum(m ** 2 if loss == "l2" else m))
+
+
+@pytest.fixture(scope="module")
+def banana(shared_data):
+    y, X, ty, tX = shared_data("banana")
+    return y, rows_from_sparse(X), ty, rows_from_sparse(tX)
+
+
+@pytest.fixture(scope="module")
+def ijcnn1_sub(shared_data):
+    y, X, ty, tX = shared_data("ijcnn1")
+    n = 20000
+    return y[:n], rows_from_sparse(X[:n]), ty[:20000], rows_from_sparse(tX[:20000])
+
+
+# ------------------------------------------------------------------ the kernel
+def test_sigma_scales_the_axpy_and_only_the_axpy(banana):
+    """A pass with sigma = s on a working copy moves it by s * sum_i y_i dalpha_i z_i
+    (the CoCoA+ subproblem), and sigma = 1 is the default pass exactly."""
+    y, rows, _, _ = banana
+    n = rows.n_rows
+    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
+    diag, upper = cocoa.loss_terms(np.full(n, 1.0), "l2")
+    sq = cocoa.row_sqnorms(rows, 1.0, -1.0, EMPTY_IDX, EMPTY_WEIGHT)
+    X = sp.hstack([rows.to_csr(), np.ones((n, 1))]).tocsr()
+    for sigma in (1.0, 2.0, 3.0):
+        alpha = np.zeros(n)
+        W = np.zeros(rows.n_features + 1)
+        state = cocoa.PartState.fresh(np.arange(0, n, 2), rng_state(7, 1))
+        cocoa.partition_pass(rows, 1.0, -1.0, EMPTY_IDX, EMPTY_WEIGHT, y_pm,
+                             cocoa.subproblem_qd(sq, diag, sigma), diag, upper, alpha, W,
+                             state, np.inf, -np.inf, sigma)
+        assert np.count_nonzero(alpha[1::2]) == 0           # only the partition's rows
+        assert np.allclose(W / sigma, X.T @ (y_pm * alpha), rtol=1e-12, atol=1e-12)
+    # sigma = 1 given explicitly = the pass without it, bit for bit
+    outs = []
+    for extra in ((), (-1.0, 1.0)):
+        alpha, W = np.zeros(n), np.zeros(rows.n_features + 1)
+        index, rng = np.arange(n, dtype=np.int32), rng_state(3, 1).copy()
+        for _ in range(3):
+            _dual_cd.dual_cd_pass(rows.data, rows.indices, rows.indptr, rows.n_features, 1.0,
+                                  EMPTY_IDX, EMPTY_WEIGHT, y_pm, sq + diag, diag, upper, alpha,
+                                  W, index, n, np.inf, -np.inf, rng, *extra)
+        outs.append((alpha, W))
+    assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1])
+
+
+def test_subproblem_qd_is_exact_at_sigma_one():
+    sq, diag = np.array([0.1, 2.5, 3.0]), np.array([0.5, 0.5, 0.25])
+    assert np.array_equal(cocoa.subproblem_qd(sq, diag, 1.0), sq + diag)
+    assert np.allclose(cocoa.subproblem_qd(sq, diag, 2.0), 2 * sq + diag)
+
+
+# -------------------------------------------------------------- the driver
+@pytest.mark.parametrize("loss", ["l1", "l2"])
+def test_one_partition_is_liblinears_solver(banana, loss):
+    y, rows, _, _ = banana
+    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
+    params = parse_train_options("-s 1 -c 1 -B 1")
+    a = solve_l2r_l1l2_svc(_problem(rows, y_pm), params, Messages(True), loss)
+    b = cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows, y_pm), params, Messages(True), loss, 1)
+    assert a.n_iter == b.n_iter
+    assert np.array_equal(a.w, b.w) and np.array_equal(a.alpha, b.alpha)
+
+
+def test_one_partition_is_liblinears_solver_on_coded_rows(banana):
+    y, rows, _, _ = banana
+    rng = np.random.default_rng(0)
+    n, k, m = rows.n_rows, 3, 5
+    idx = np.ascontiguousarray(np.argsort(rng.random((n, m)), axis=1)[:, :k].astype(np.int32))
+    wt = rng.random((n, k))
+    wt /= wt.sum(axis=1, keepdims=True)
+    coding = Coding(idx, np.ascontiguousarray(wt), m)
+    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
+    params = parse_train_options("-s 1 -c 1 -B 1")
+    a = solve_l2r_l1l2_svc(_problem(rows, y_pm, coding=coding), params, Messages(True), "l2")
+    b = cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows, y_pm, coding=coding), params,
+                                       Messages(True), "l2", 1)
+    assert np.array_equal(a.w, b.w) and np.array_equal(a.alpha, b.alpha)
+
+
+def test_partitions_are_fixed_balanced_and_cover_the_rows():
+    state = rng_state(5, 1, 0)
+    parts = cocoa.split_rows(1003, 4, state)
+    assert sorted(np.concatenate(parts).tolist()) == list(range(1003))
+    assert {p.size for p in parts} <= {250, 251}
+    assert all(np.all(np.diff(p) > 0) for p in parts)
+    again = cocoa.split_rows(1003, 4, state)
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again))
+
+
+def test_stop_rule():
+    rule = cocoa.StopRule(0.1, 5)
+    assert rule.update(1.0, -1.0, True) == "continue"
+    assert (rule.PGmax_old, rule.PGmin_old) == (1.0, -1.0)
+    assert rule.update(0.05, -0.01, False) == "unshrink" and rule.unshrink
+    assert (rule.PGmax_old, rule.PGmin_old) == (np.inf, -np.inf)
+    assert rule.update(0.05, -0.01, True) == "stop" and rule.reason == "projected gradient"
+    capped = cocoa.StopRule(0.1, 2)
+    capped.update(1.0, -1.0, True)
+    assert capped.update(1.0, -1.0, True) == "stop" and capped.reason == "iteration cap"
+    # the cap also ends a run that keeps converging on a shrunk set only
+    looping = cocoa.StopRule(0.1, 3)
+    assert [looping.update(0.05, -0.01, False) for _ in range(3)] == \
+        ["unshrink", "unshrink", "stop"] and looping.reason == "iteration cap"
+    # with partitions: W unchanged for PATIENCE rounds -> a duality-gap check
+    still = cocoa.StopRule(0.1, 100, w_tol=1e-3)          # gap_tol = 0.01 eps = 1e-3
+    assert still.update(1.0, -1.0, True, 1e-4) == "continue"
+    assert still.update(1.0, -1.0, True, 1e-2) == "continue"       # not consecutive
+    assert still.update(1.0, -1.0, True, 1e-4) == "continue"
+    assert still.update(1.0, -1.0, True, 1e-4) == "gap"
+    assert still.gap_checked(100.0, -99.0) == "continue"           # gap 1e-2
+    assert [still.update(1.0, -1.0, True, 1e-4) for _ in range(4)] == ["continue"] * 3 + ["gap"]
+    assert still.gap_checked(100.0, -99.95) == "stop" and still.reason.startswith("duality gap")
+    # with partitions the cap holds as well
+    capped = cocoa.StopRule(0.1, 1, w_tol=1e-3)
+    assert capped.update(1.0, -1.0, True, 1e-4) == "stop" and capped.reason == "iteration cap"
+
+
+def test_routing():
+    assert cocoa.parallel_binary_solver(1, 1, 2) is not None
+    assert cocoa.parallel_binary_solver(3, 1, 4) is not None
+    assert cocoa.parallel_binary_solver(1, 10, 2) is None       # classes in threads
+    assert cocoa.parallel_binary_solver(1, 1, 1) is None        # one thread
+    assert cocoa.parallel_binary_solver(2, 1, 2) is None        # not a dual CD solver
+
+
+# ------------------------------------------------------- through the methods
+def _fit(y, rows, options):
+    buf = io.StringIO()
+    model = train_model(y, rows, parse_train_options(options), Messages(False, buf))
+    return model, buf.getvalue()
+
+
+@pytest.mark.parametrize("options", ["-s 1 -c 1 -B 1 -e 0.01", "-s 3 -c 1 -B 1",
+                                     "-s 1 -L 2 -A 30 -k 4 -u 0.5 -c 1 -B 1"])
+def test_m2_reaches_the_m1_objective(ijcnn1_sub, options):
+    y, rows, ty, trows = ijcnn1_sub
+    loss = "l1" if options.startswith("-s 3") else "l2"
+    m1, _ = _fit(y, rows, options + " -m 1")
+    m2, out = _fit(y, rows, options + " -m 2")
+    assert "CoCoA+: 2 partitions" in out
+    p1 = primal_objective(m1, y, rows, 1.0, loss)
+    p2 = primal_objective(m2, y, rows, 1.0, loss)
+    assert abs(p2 - p1) <= 1e-3 * abs(p1), (p1, p2)
+    acc = [np.mean(m.labels_from_values(m.decision_values(trows.truncated(m.nr_feature))) == ty)
+           for m in (m1, m2)]
+    assert abs(acc[0] - acc[1]) <= 0.002
+
+
+def test_m2_llsvm_banana_reaches_the_m1_objective(banana):
+    y, rows, _, _ = banana
+    options = "-s 1 -L 2 -A 20 -k 4 -u 1 -c 1 -B 1 -e 0.01"
+    m1, _ = _fit(y, rows, options + " -m 1")
+    m2, _ = _fit(y, rows, options + " -m 2")
+    p1 = primal_objective(m1, y, rows, 1.0, "l2")
+    p2 = primal_objective(m2, y, rows, 1.0, "l2")
+    assert abs(p2 - p1) <= 1e-3 * abs(p1), (p1, p2)
+
+
+@pytest.mark.parametrize("options", ["-s 1 -c 1 -B 1", "-s 1 -L 1 -A 20 -k 4 -c 1 -B 1 -S 3"])
+def test_m2_twice_gives_the_same_model(banana, options):
+    y, rows, _, _ = banana
+    a, _ = _fit(y, rows, options + " -m 2")
+    b, _ = _fit(y, rows, options + " -m 2")
+    assert np.array_equal(a.w, b.w)
+    c, _ = _fit(y, rows, options + " -m 3")       # another partition count: another model
+    assert not np.array_equal(a.w, c.w)
+
+
+def test_multiclass_keeps_its_class_threads(shared_data):
+    y, X, _, _ = shared_data("usps")
+    rows = rows_from_sparse(X[:1500])
+    y = y[:1500]
+    assert group_classes(y)[0].size > 2
+    for options in ("-s 1 -c 1 -B 1", "-s 1 -L 2 -A 10 -k 3 -u 0.05 -c 1 -B 1"):
+        a, out = _fit(y, rows, options + " -m 1")
+        b, out2 = _fit(y, rows, options + " -m 2")
+        assert np.array_equal(a.w, b.w) and "CoCoA+" not in out2
+
+
+def test_the_round_threads_stop_on_a_stop_request_and_are_not_left_behind():
+    """Ctrl-C (the stop request of core.threads) during -m 2 CoCoA+ rounds: the
+    partitions' passes return at their next check, TrainingInterrupted is raised
+    within a second and no round thread survives the solve."""
+    import threading
+    import time
+
+    from lcoding.core import threads
+    rng = np.random.default_rng(0)
+    n, d = 40000, 50
+    X = sp.random(n, d, density=0.3, random_state=1, format="csr")
+    y_pm = np.where(X @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n) > 0, 1,
+                    -1).astype(np.int8)
+    params = parse_train_options("-s 3 -c 1000 -B 1 -e 1e-12")    # rounds up to the cap
+    timer = threading.Timer(0.3, threads._request_stop)
+    timer.start()
+    t = time.perf_counter()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows_from_sparse(X), y_pm, C=1000.0),
+                                           params, Messages(True), "l1", 2, max_iter=100000)
+        assert time.perf_counter() - t < 0.3 + 1.0
+    finally:
+        timer.join()
+        threads._clear_stop()
+    assert not [th for th in threading.enumerate() if th.name.startswith("lcoding-cocoa")]
