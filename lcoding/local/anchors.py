@@ -20,7 +20,7 @@ import numpy as np
 
 from lcoding.local import _kmeans
 from lcoding.core.rows import Rows
-from lcoding.core.threads import RANGE_CHUNK, STOP_FLAG, check_stop
+from lcoding.core.threads import RANGE_CHUNK, STOP_FLAG, check_stop, run_ranges
 from lcoding.local.coding import is_dense, row_slice
 
 ANCHOR_MODES = {0: "k-means", 1: "random samples", 2: "k-means per class",
@@ -50,31 +50,35 @@ def _mean_variance(rows: Rows, n_features: int) -> float:
     return float(np.mean(np.maximum(s2 - s1 ** 2, 0.0))) if n_features else 0.0
 
 
-def _assign(rows: Rows, centres: np.ndarray, dense: bool):
-    """Closest centre and its squared distance for every row, and the inertia; the rows
-    go to the kernel in chunks of RANGE_CHUNK (multiples of its 256-row block, so the
-    same numbers) with a Ctrl-C check between them."""
+def _assign(rows: Rows, centres: np.ndarray, dense: bool, n_threads: int = 1):
+    """Closest centre and its squared distance for every row, and the inertia.
+
+    The rows go to the kernel in chunks whose starts are multiples of its 256-row
+    distance block (:func:`lcoding.core.threads.run_ranges`), with a Ctrl-C check
+    between them, in ``n_threads`` threads: every row meets the same block, so the
+    labels and distances are the same bit for bit for any thread count.  The inertia
+    is summed from the distances (in row order), not from the chunks."""
     labels = np.empty(rows.n_rows, dtype=np.int32)
     mind = np.empty(rows.n_rows)
     c_sq = np.einsum("ij,ij->i", centres, centres)
     centres_t = np.ascontiguousarray(centres.T)
-    inertia = 0.0
-    for a in range(0, rows.n_rows, RANGE_CHUNK):
-        check_stop()
-        b = min(rows.n_rows, a + RANGE_CHUNK)
+
+    def work(span):
+        a, b = span
         part = row_slice(rows, a, b)
-        inertia += _kmeans.kmeans_assign(part.data, part.indices, part.indptr, rows.n_features,
-                                         centres, centres_t, c_sq, labels[a:b], mind[a:b],
-                                         dense)
-    return labels, mind, inertia
+        _kmeans.kmeans_assign(part.data, part.indices, part.indptr, rows.n_features,
+                              centres, centres_t, c_sq, labels[a:b], mind[a:b], dense)
+    run_ranges(work, rows.n_rows, max(1, int(n_threads)))
+    return labels, mind, float(mind.sum())
 
 
 def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, *,
            init: str = "k-means++", max_iter: int = 20, tol: float = KMEANS_TOL,
-           batch_size: int = 0) -> np.ndarray:
+           batch_size: int = 0, n_threads: int = 1) -> np.ndarray:
     """k-means centres ``(n_clusters, n_features)`` of ``rows``.
 
-    ``init`` is ``"k-means++"`` or ``"random"`` (distinct random rows).
+    ``init`` is ``"k-means++"`` or ``"random"`` (distinct random rows).  The
+    assignment steps run in ``n_threads`` threads (the same centres for any count).
     """
     n = rows.n_rows
     if not 1 <= n_clusters <= n:
@@ -105,7 +109,7 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
         for _ in range(max_iter):
             check_stop()
             batch = rows.take(np.sort(rng.choice(n, min(batch_size, n), replace=False)))
-            labels, _, _ = _assign(batch, centres, dense)
+            labels, _, _ = _assign(batch, centres, dense, n_threads)
             _kmeans.minibatch_update(batch.data, batch.indices, batch.indptr, labels,
                                      centres, counts)
         return centres
@@ -115,7 +119,7 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
     counts = np.empty(n_clusters, dtype=np.int64)
     for _ in range(max_iter):
         check_stop()
-        labels, mind, _ = _assign(rows, centres, dense)
+        labels, mind, _ = _assign(rows, centres, dense, n_threads)
         _kmeans.kmeans_sums(rows.data, rows.indices, rows.indptr, labels, sums, counts)
         new = sums / np.maximum(counts, 1)[:, None]
         empty = np.flatnonzero(counts == 0)
@@ -139,7 +143,7 @@ def _per_class_counts(n_anchors: int, class_sizes: np.ndarray) -> np.ndarray:
 
 def learn_anchors(rows: Rows, class_index: np.ndarray | None, n_anchors: int, mode: int,
                   rng_state: np.ndarray, *, max_iter: int = 20, batch_size: int = 0,
-                  tol: float = KMEANS_TOL) -> np.ndarray:
+                  tol: float = KMEANS_TOL, n_threads: int = 1) -> np.ndarray:
     """Anchor matrix ``(n_anchors, rows.n_features)`` by mode ``-a`` (module doc).
 
     Per-class modes need ``class_index`` (class of every row, 0-based)."""
@@ -157,7 +161,7 @@ def learn_anchors(rows: Rows, class_index: np.ndarray | None, n_anchors: int, mo
         init = "k-means++" if mode == 0 else "random"
         sub_state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
         return kmeans(rows, n_anchors, d, sub_state, init=init, max_iter=max_iter,
-                      batch_size=batch_size, tol=tol)
+                      batch_size=batch_size, tol=tol, n_threads=n_threads)
     if class_index is None:
         raise ValueError(f"-a {mode}: per-class anchors need class labels")
     n_classes = int(class_index.max()) + 1 if n else 0
@@ -173,5 +177,6 @@ def learn_anchors(rows: Rows, class_index: np.ndarray | None, n_anchors: int, mo
         else:
             sub_state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
             parts.append(kmeans(rows.take(members), int(counts[c]), d, sub_state,
-                                max_iter=max_iter, batch_size=batch_size, tol=tol))
+                                max_iter=max_iter, batch_size=batch_size, tol=tol,
+                                n_threads=n_threads))
     return np.ascontiguousarray(np.vstack(parts))

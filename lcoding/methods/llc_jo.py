@@ -109,7 +109,8 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         anchors = learn_anchors(rows, class_index, jp.anchors.n_anchors, jp.anchors.init,
                                 rng_state(params.seed, PURPOSE_ANCHORS, *seed_path),
                                 max_iter=jp.anchors.kmeans_iter,
-                                batch_size=jp.anchors.kmeans_batch)
+                                batch_size=jp.anchors.kmeans_batch,
+                                n_threads=params.n_threads)
     info(f"anchors: {anchors.shape[0]} ({time.perf_counter() - t:.2f} s)\n")
     V = np.array(anchors, dtype=np.float64, order="C")
     m = V.shape[0]

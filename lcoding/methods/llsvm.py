@@ -61,14 +61,15 @@ def check_local_params(params: TrainParams) -> None:
 
 
 def learn_local_anchors(rows: Rows, class_index: np.ndarray, mp: LLSVMParams, seed: int,
-                        seed_path: tuple = ()) -> np.ndarray:
+                        seed_path: tuple = (), n_threads: int = 1) -> np.ndarray:
     """The anchors ``-a``, ``-A``, ``-I``, ``-M`` ask for, learned on ``rows`` (all the
-    training rows here; a sample of them in :mod:`lcoding.dask`)."""
+    training rows here; a sample of them in :mod:`lcoding.dask`); k-means assigns the
+    rows in ``n_threads`` threads (``-m``; the same anchors for any count)."""
     with single_threaded_blas(rows.n_rows):
         return learn_anchors(rows, class_index, mp.anchors.n_anchors, mp.anchors.init,
                              rng_state(seed, PURPOSE_ANCHORS, *seed_path),
                              max_iter=mp.anchors.kmeans_iter,
-                             batch_size=mp.anchors.kmeans_batch)
+                             batch_size=mp.anchors.kmeans_batch, n_threads=n_threads)
 
 
 def local_coder(mp: LLSVMParams, anchors: np.ndarray):
@@ -101,7 +102,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
         rows = kernel_map(rows)
 
     t = time.perf_counter()
-    anchors = learn_local_anchors(rows, class_index, mp, seed, seed_path)
+    anchors = learn_local_anchors(rows, class_index, mp, seed, seed_path, params.n_threads)
     coder = local_coder(mp, anchors)
     t_anchor = time.perf_counter() - t
     idx, wt = coder.code(rows, n_threads=params.n_threads)

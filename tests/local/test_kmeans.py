@@ -128,3 +128,19 @@ def test_learn_anchors_errors(rng):
         learn_anchors(rows, None, 2, 9, rng_state(1, 1))
     with pytest.raises(ValueError, match="class"):
         learn_anchors(rows, None, 2, 2, rng_state(1, 1))
+
+
+@pytest.mark.parametrize("dense", [True, False])
+@pytest.mark.parametrize("mode,batch", [(0, 0), (2, 0), (0, 300)])
+def test_anchors_are_the_same_for_any_thread_count(rng, dense, mode, batch):
+    """k-means assigns the rows in -m threads; every row meets the same 256-row
+    distance block whatever the split, so the anchors are equal bit for bit (5000
+    rows: the two threads' ranges split inside a RANGE_CHUNK)."""
+    X = rng.standard_normal((5000, 12))
+    if not dense:
+        X = sp.random(5000, 40, density=0.2, format="csr", random_state=3)
+    rows = as_rows(X)
+    ci = (np.arange(5000) % 3).astype(np.int64)
+    got = [learn_anchors(rows, ci, 30, mode, rng_state(7, 1), batch_size=batch, n_threads=t)
+           for t in (1, 2, 3)]
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
