@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ import scipy.sparse as sp
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
+import lcoding                                                    # noqa: E402
 import lcoding.dask as ldask                                      # noqa: E402
 from lcoding.core.messages import Messages                        # noqa: E402
 from lcoding.core.model import LinearModel                        # noqa: E402
@@ -112,8 +114,11 @@ def _compare(client, data, options, model_class, n_chunks=2, **kw):
 def test_importing_lcoding_does_not_import_dask():
     code = ("import lcoding, lcoding.liblinearutil, lcoding.training, lcoding.cli, sys; "
             "assert 'dask' not in sys.modules and 'distributed' not in sys.modules")
+    # start where the imported lcoding lives (site-packages after pip install, the
+    # repository after an in-place build), not in an unbuilt source tree
+    home = str(Path(lcoding.__file__).resolve().parents[1])
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         timeout=120)
+                         timeout=120, cwd=home)
     assert res.returncode == 0, res.stderr
 
 
