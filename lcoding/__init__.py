@@ -21,7 +21,7 @@ _require_built_kernels()
 
 # the scikit-learn estimators, imported on first use (scikit-learn is optional)
 _SKLEARN_NAMES = ("LocallyLinearSVC", "AnchorPlanesSVC", "LLCJointSVC", "KQMetricsClassifier",
-                  "InvariantSVC", "LinearClassifier")
+                  "InvariantSVC", "LinearClassifier", "AutoLocalClassifier")
 
 
 def __getattr__(name):

@@ -29,13 +29,17 @@ time budget ``budget_s``:
 * the winner is refitted on all training rows (``refit``).
 
 Deterministic for a seed: the candidates (their data-dependent widths come from a
-seeded sample of the training rows), the row permutation and the folds derive from
-``seed``; the errors, ranking and table are the same on every run, as long as the
-budget does not cut the schedule (where it cuts depends on the machine's speed; a
-budget large enough for the whole schedule gives the same winner everywhere).
+seeded sample of the training rows) and the row permutation of the rungs derive from
+``seed`` under the selector's own purpose :data:`~lcoding.core.seeds.PURPOSE_SELECT`
+(paths :data:`WIDTH_STREAM`, :data:`ORDER_STREAM`), the folds of every trial are
+``-v``'s for ``-S seed``; the errors, ranking and table are the same on every run,
+as long as the budget does not cut the schedule (where it cuts depends on the
+machine's speed; a budget large enough for the whole schedule gives the same winner
+everywhere).
 
 It is placed above the router (:mod:`lcoding.training`): it only writes option
-strings and calls ``cross_validation`` / ``train_model``.
+strings and calls ``cross_validation`` / ``train_model``.  The scikit-learn front end
+is :class:`lcoding.sklearn.AutoLocalClassifier`.
 """
 from __future__ import annotations
 
@@ -50,7 +54,7 @@ from lcoding.core.messages import Messages
 from lcoding.core.model import Model
 from lcoding.core.options import check_search_parameter, float_text, parse_train_options
 from lcoding.core.rows import Rows, as_labels, as_rows
-from lcoding.core.seeds import PURPOSE_CV, rng_state
+from lcoding.core.seeds import PURPOSE_SELECT, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.local.anchors import dense_rows
 from lcoding.methods.local_search import coding_scale, find_local_parameters
@@ -59,7 +63,8 @@ from lcoding.training import cross_validation, train_model
 ETA = 3                   # 1 / ETA of the candidates survive a rung; rows grow ETA-fold
 MIN_ROWS = 600            # rows of the first rung (all rows when there are fewer)
 GROWTH = 1.5              # predicted cost of a rung / the cost of the previous one
-SELECT_STREAM = 0x5E1EC7  # path under PURPOSE_CV of the rung permutation and the width sample
+ORDER_STREAM = 0          # path under PURPOSE_SELECT: the row permutation of the rungs
+WIDTH_STREAM = 1          # path under PURPOSE_SELECT: the width rule's row sample
 WIDTH_SAMPLE = 2000       # rows measured by the width rule
 WIDTH_ANCHORS = 100       # random training rows standing in for the anchors there
 CHEAPEST = "-s 2 -B 1 -c 1"
@@ -117,7 +122,7 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     there are enough features for planes.  Cheapest first (ties in the CV error go
     to the earlier candidate)."""
     n, d = rows.n_rows, rows.n_features
-    rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_CV, SELECT_STREAM, 1)[0]))
+    rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_SELECT, WIDTH_STREAM)[0]))
     out = [f"-s 2 -B 1 -c {c}" for c in ("0.1", "1", "10")]
     A = max(1, min(100, n // 10))
     k = min(8, A)
@@ -210,7 +215,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     if not cands:
         raise ValueError("select: no candidates")
     order = np.random.Generator(
-        np.random.PCG64(rng_state(seed, PURPOSE_CV, SELECT_STREAM, 0)[0])).permutation(n)
+        np.random.PCG64(rng_state(seed, PURPOSE_SELECT, ORDER_STREAM)[0])).permutation(n)
     sizes = _rung_sizes(n, len(cands))
     trials: list = []
     survivors = list(range(len(cands)))

@@ -9,6 +9,9 @@ One estimator per method, each a thin front end of the option string::
     InvariantSVC         kernel PCA map and invariant SVMs (-t -g -d -r -H -J -N -Y -X)
     LinearClassifier     LIBLINEAR's classification solvers (-s 0-7, 30, 32)
 
+and :class:`AutoLocalClassifier`, which chooses the method and its option string on
+the training rows under a time budget (:func:`lcoding.select.select`).
+
 Every constructor parameter maps to exactly one option letter (the table of each
 class is ``_OPTION_TABLE``; ``docs/sklearn.md`` prints them).  ``fit`` resolves the
 data-dependent defaults (``'auto'``, ``'scale'``), builds the option string
@@ -43,10 +46,11 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from lcoding.core.options import parse_train_options
 from lcoding.core.rows import as_rows
 from lcoding.io.model_files import model_to_text
+from lcoding.select import select
 from lcoding.training import METHOD_BY_NAME, load_model_file, model_from_text, train_model
 
 __all__ = ["LocallyLinearSVC", "AnchorPlanesSVC", "LLCJointSVC", "KQMetricsClassifier",
-           "InvariantSVC", "LinearClassifier", "ESTIMATORS"]
+           "InvariantSVC", "LinearClassifier", "AutoLocalClassifier", "ESTIMATORS"]
 
 LOG = logging.getLogger("lcoding")
 INT32_MAX = 2147483647
@@ -57,7 +61,7 @@ INT32_MAX = 2147483647
 class Param:
     """One row of an estimator's option table: constructor parameter -> option letter."""
     name: str
-    letter: str
+    letter: str | None       # None: no option letter
     doc: str
 
 
@@ -1534,8 +1538,109 @@ class LinearClassifier(_LcodingClassifier):
             self.penalty, self.loss, self.solver = _LINEAR_BY_CODE[st]
 
 
+# ----------------------------------------------------------------- AutoLocalClassifier
+def _log_lines(name, verbose):
+    """An ``info`` for :func:`lcoding.select.select`: its lines logged with
+    ``verbose >= 1`` (one per trial)."""
+    def info(text):
+        if verbose >= 1:
+            for line in text.splitlines():
+                if line.strip():
+                    LOG.info("%s: %s", name, line)
+    return info
+
+
+class AutoLocalClassifier(_LcodingClassifier):
+    """The method and its parameters chosen on the training rows, under a time budget:
+    :func:`lcoding.select.select` (successive halving over the linear SVM, LL-SVM with
+    the Gaussian, inverse-distance and k* codings, the Hellinger map for
+    non-negative data and anchor planes, on ``cv``-fold cross-validation of growing
+    seeded subsets of the rows), then the winner refitted on all training rows.
+
+    Parameters (option letter)
+    --------------------------
+    budget_s : float (no letter)
+        Seconds for the search (the final refit on all rows comes on top).  No rung
+        starts when its predicted time would not fit, no candidate once it is spent;
+        a budget too small for one candidate fits the linear SVM ``-s 2 -B 1 -c 1``
+        (``selection_.note`` says so).
+    cv : int (-v)
+        Folds of the search's cross-validation (the folds of ``-v``), >= 2.
+    n_jobs : int or None (-m)
+        Candidates of a rung side by side on ``n_jobs`` threads (same trials) and the
+        refit with ``-m n_jobs``; -1: all cores.
+    random_state : int, RandomState or None (-S; None -> 1)
+        The seed of the candidates' widths, the rows of each rung, the folds and the
+        refit: the same seed gives the same model while the budget does not cut the
+        schedule (where it cuts depends on the machine's speed).
+    verbose : int (-q unless verbose >= 2)
+        1 logs one line per trial and the winner (logger ``lcoding``); 2 also prints
+        the refit's LIBLINEAR text.
+
+    Fitted attributes: ``best_options_`` (the winner's options, without ``-S -m
+    -q``), ``cv_error_`` (its CV error in percent at the rung that chose it; None
+    when no candidate ran), ``selection_`` (the :class:`lcoding.select.Selection`:
+    ``.trials``, ``.table()``, ``.note``, ``.seconds``), ``options_`` (the refit's
+    option string, :meth:`to_options`), ``model_``, ``classes_``,
+    ``n_features_in_``, ``fit_time_``.  No ``sample_weight``: the search's
+    cross-validation has no row weights.
+    """
+
+    _METHOD = "auto"
+    _SAMPLE_WEIGHT = False
+    _OPTION_TABLE = (
+        Param("budget_s", None, "seconds for the search (the refit on all rows comes on "
+                                "top); too small for one candidate: -s 2 -B 1 -c 1"),
+        Param("cv", "-v", "folds of the search's cross-validation (>= 2)"),
+        Param("n_jobs", "-m", "threads: a rung's candidates side by side, and the refit "
+                              "(None: 1, -1: all cores)"),
+        Param("random_state", "-S", "None: 1"),
+        Param("verbose", "-q", "0, 1: -q (1 logs one line per trial); 2: LIBLINEAR's text "
+                               "of the refit"),
+    )
+
+    def __init__(self, budget_s=60.0, cv=3, n_jobs=1, random_state=None, verbose=0):
+        self.budget_s = budget_s
+        self.cv = cv
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _options(self, rows, y_train, sample_weight):
+        budget = float(_check_number("budget_s", self.budget_s, low=0, low_open=True))
+        folds = int(_check_number("cv", self.cv, low=2, integer=True))
+        threads = _threads(self.n_jobs)
+        verbose = int(self.verbose)
+        _data(rows, "the method and its parameters (chosen by the search)")
+        seed = _seed(self.random_state)         # one draw: the search's and the refit's
+        name = type(self).__name__
+        selection = select(y_train, rows, budget_s=budget, seed=seed, nr_fold=folds,
+                           n_threads=threads, refit=False, info=_log_lines(name, verbose))
+        if verbose >= 1:
+            err = "none ran" if selection.cv_error is None else f"{selection.cv_error:.2f} %"
+            LOG.info("%s: chose %s (CV error %s) in %.2f s of %.4g s%s", name,
+                     selection.best_options, err, selection.seconds, budget,
+                     f"; {selection.note}" if selection.note else "")
+        opts = [(selection.best_options, None), ("-S", str(seed))]
+        if threads != 1:
+            opts.append(("-m", str(threads)))
+        if verbose < 2:
+            opts.append(("-q", None))
+        resolved = {"best_options_": selection.best_options, "cv_error_": selection.cv_error,
+                    "selection_": selection}
+        return opts, resolved
+
+    def fit(self, X, y):
+        """Search on ``X``, ``y`` and refit the winner on all rows (no sample weights:
+        the search's cross-validation has none)."""
+        return super().fit(X, y)
+
+    def _params_from_model(self, model):
+        """A model file records the method, not the search: nothing to set."""
+
+
 ESTIMATORS = (LocallyLinearSVC, AnchorPlanesSVC, LLCJointSVC, KQMetricsClassifier,
-              InvariantSVC, LinearClassifier)
+              InvariantSVC, LinearClassifier, AutoLocalClassifier)
 
 
 def option_tables_markdown() -> str:
@@ -1545,6 +1650,7 @@ def option_tables_markdown() -> str:
         out += [f"### `{cls.__name__}`", "", "| parameter | option | values / default rule |",
                 "| --- | --- | --- |"]
         for p in cls._OPTION_TABLE:
-            out.append(f"| `{p.name}` | `{p.letter}` | {p.doc} |")
+            letter = "(none)" if p.letter is None else f"`{p.letter}`"
+            out.append(f"| `{p.name}` | {letter} | {p.doc} |")
         out.append("")
     return "\n".join(out)

@@ -14,6 +14,8 @@ PURPOSE_CV = 2            # the permutation cutting cross-validation folds
 PURPOSE_COCOA = 3         # CoCoA+ (-m N on one binary problem): seeded by the problem's own
                           # solver stream; path (0: the row split | k + 1: partition k's order)
 PURPOSE_DASK_SAMPLE = 4   # lcoding.dask: the row sample the anchors / planes are learned on
+PURPOSE_SELECT = 5        # lcoding.select: path (0: the row permutation of the rungs |
+                          # 1: the row sample of the candidates' coding widths)
 PURPOSE_ANCHORS = 10      # k-means / random anchors of the local codings
 PURPOSE_SVD = 11          # randomised SVD of the OCC anchor planes; path (..., class + 1)
 PURPOSE_LANDMARKS = 20    # landmarks of the kernel PCA map

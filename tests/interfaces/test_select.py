@@ -111,3 +111,29 @@ def test_C_refinement_of_a_local_winner(small):
         assert cv == line.cv_error and "cold -v" in line.note
     else:
         assert abs(cv - line.cv_error) <= 100 * 4 / 1500
+
+
+def test_the_selector_draws_from_its_own_seed_purpose(monkeypatch):
+    """The rows of the rungs come from PURPOSE_SELECT (the one list of purposes in
+    lcoding.core.seeds), not from a stream borrowed under PURPOSE_CV."""
+    from lcoding.core import seeds
+    purposes = {k: v for k, v in vars(seeds).items() if k.startswith("PURPOSE_")}
+    assert len(set(purposes.values())) == len(purposes)
+    assert seeds.PURPOSE_SELECT not in (seeds.PURPOSE_CV, seeds.PURPOSE_SOLVER)
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.arange(90.0), rng.normal(size=90)])
+    y = (X[:, 1] > 0).astype(float)
+    seen = []
+
+    def record(sub_y, sub_rows, params, nr_fold):
+        seen.append(sub_rows.to_csr().toarray()[:, 0].copy())
+        return sub_y.copy()
+
+    monkeypatch.setattr(sel, "MIN_ROWS", 20)
+    monkeypatch.setattr(sel, "cross_validation", record)
+    cands = [f"-s 2 -B 1 -c {c}" for c in (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000)]
+    sel.select(y, X, budget_s=60, seed=4, candidates=cands, refit=False, refine_C=False)
+    order = np.random.Generator(np.random.PCG64(
+        seeds.rng_state(4, seeds.PURPOSE_SELECT, sel.ORDER_STREAM)[0])).permutation(90)
+    np.testing.assert_array_equal(seen[0], np.sort(order[:30]).astype(float))
+    assert seen[-1].size == 90

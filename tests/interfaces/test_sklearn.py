@@ -27,8 +27,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
 import lcoding  # noqa: E402
 from lcoding import liblinearutil  # noqa: E402
 from lcoding.io.model_files import model_to_text  # noqa: E402
-from lcoding.sklearn import (AnchorPlanesSVC, InvariantSVC, KQMetricsClassifier,  # noqa: E402
-                             LinearClassifier, LLCJointSVC, LocallyLinearSVC)
+from lcoding.sklearn import (AnchorPlanesSVC, AutoLocalClassifier,  # noqa: E402
+                             InvariantSVC, KQMetricsClassifier, LinearClassifier,
+                             LLCJointSVC, LocallyLinearSVC)
 
 # small settings: the checks fit hundreds of tiny problems
 CHECKED = [
@@ -41,6 +42,9 @@ CHECKED = [
     KQMetricsClassifier(n_clusters=2, q=1, offset=1.0),
     InvariantSVC(n_landmarks=30),
     LinearClassifier(tol=1e-12),
+    # the checks' data (<= 300 rows) run the whole schedule in well under a second:
+    # the budget only bounds a stalled machine, it does not cut the schedule here
+    AutoLocalClassifier(budget_s=5),
 ]
 
 WEIGHTS_NOT_REPEATS = (
@@ -96,6 +100,7 @@ def test_import_does_not_need_sklearn():
 
 def test_lazy_names():
     assert lcoding.LocallyLinearSVC is LocallyLinearSVC
+    assert lcoding.AutoLocalClassifier is AutoLocalClassifier
     with pytest.raises(AttributeError):
         lcoding.NoSuchEstimator  # noqa: B018
 
@@ -311,6 +316,7 @@ def test_predict_proba_needs_probability():
     lambda: KQMetricsClassifier(n_clusters=2, q=2),
     lambda: InvariantSVC(n_landmarks=40),
     lambda: LinearClassifier(),
+    lambda: AutoLocalClassifier(budget_s=5),
 ])
 def test_pickle_round_trip(make):
     import joblib
@@ -423,6 +429,95 @@ def test_defaults_on_banana(shared_data):
     y, X, ty, tX = shared_data("banana")
     est = LocallyLinearSVC(random_state=0).fit(X, y)
     assert np.mean(est.predict(tX) != ty) < 0.12
+
+
+# ---------------------------------------------------------------------- AutoLocalClassifier
+def test_auto_local_classifier_fits_the_winner(tmp_path):
+    """fit runs lcoding.select on the training rows and refits the winner: the
+    attributes report the search, to_options() trains the same model file, string
+    labels work, and the estimator scores like the others."""
+    from lcoding.select import select
+    X, y = blobs(n=300, std=3.0)
+    labels = np.array(["cat", "dog", "emu"])
+    est = AutoLocalClassifier(budget_s=10).fit(X, labels[y])
+    np.testing.assert_array_equal(est.classes_, labels)
+    assert est.n_features_in_ == X.shape[1]
+    direct = select(y.astype(float), X, budget_s=10, seed=1, refit=False)
+    assert est.best_options_ == direct.best_options
+    assert est.cv_error_ == direct.cv_error
+    assert [(t.rung, t.options, t.n_rows, t.cv_error) for t in est.selection_.trials] == \
+        [(t.rung, t.options, t.n_rows, t.cv_error) for t in direct.trials]
+    assert "| rung | rows | options |" in est.selection_.table()
+    assert est.to_options() == est.best_options_ + " -S 1 -q"
+    assert est.predict(X).dtype == labels.dtype and est.score(X, labels[y]) > 0.85
+    assert est.decision_function(X).shape == (X.shape[0], 3)
+    # integer labels: the model file of to_options(), byte for byte
+    yi = np.array([3, 1, 2])[y]
+    est = AutoLocalClassifier(budget_s=10).fit(X, yi)
+    est.save_model(tmp_path / "est.model")
+    liblinearutil.save_model(str(tmp_path / "util.model"),
+                             liblinearutil.train(yi, sp.csr_matrix(X), est.to_options()))
+    assert (tmp_path / "est.model").read_bytes() == (tmp_path / "util.model").read_bytes()
+
+
+def test_auto_local_classifier_same_seed_same_model():
+    X, y = blobs(n=240, centers=2, std=3.0)
+    a = AutoLocalClassifier(budget_s=10, random_state=7).fit(X, y)
+    b = AutoLocalClassifier(budget_s=10, random_state=7).fit(X, y)
+    assert model_to_text(a.model_) == model_to_text(b.model_) and "-S 7" in a.to_options()
+    # None is the explicit seed 1, as the other estimators
+    c = AutoLocalClassifier(budget_s=10).fit(X, y)
+    d = AutoLocalClassifier(budget_s=10, random_state=1).fit(X, y)
+    assert model_to_text(c.model_) == model_to_text(d.model_) and "-S 1" in c.to_options()
+    # a RandomState is drawn from once: the search and the refit share that seed
+    e = AutoLocalClassifier(budget_s=10, random_state=np.random.RandomState(0)).fit(X, y)
+    seed = int(e.to_options().split("-S ")[1].split()[0])
+    f = AutoLocalClassifier(budget_s=10, random_state=seed).fit(X, y)
+    assert model_to_text(e.model_) == model_to_text(f.model_)
+    # n_jobs: the rung's candidates side by side, the same trials; the refit -m 2
+    g = AutoLocalClassifier(budget_s=10, n_jobs=2).fit(X, y)
+    assert [(t.options, t.cv_error) for t in g.selection_.trials] == \
+        [(t.options, t.cv_error) for t in c.selection_.trials]
+    assert g.to_options() == c.best_options_ + " -S 1 -m 2 -q"
+
+
+def test_auto_local_classifier_budget_too_small():
+    from lcoding.select import CHEAPEST
+    X, y = blobs(n=150)
+    est = AutoLocalClassifier(budget_s=1e-9).fit(X, y)
+    assert est.best_options_ == CHEAPEST and est.cv_error_ is None
+    assert "budget too small" in est.selection_.note
+    assert est.score(X, y) > 0.8
+
+
+def test_auto_local_classifier_bad_input():
+    from sklearn.exceptions import NotFittedError
+    X, y = blobs(n=90)
+    for bad in (dict(budget_s=0), dict(budget_s=float("nan")), dict(cv=1), dict(cv=2.5),
+                dict(n_jobs=0)):
+        with pytest.raises(ValueError):
+            AutoLocalClassifier(**bad).fit(X, y)
+    with pytest.raises(TypeError):
+        AutoLocalClassifier().fit(X, y, sample_weight=np.ones(y.size))
+    with pytest.raises(NotFittedError, match="chosen by the search"):
+        AutoLocalClassifier().to_options()
+
+
+def test_auto_local_classifier_verbose_logs_trials(caplog):
+    X, y = blobs(n=150)
+    with caplog.at_level("INFO", logger="lcoding"):
+        AutoLocalClassifier(budget_s=10, verbose=1).fit(X, y)
+    text = caplog.text
+    assert "AutoLocalClassifier: rung 0 rows 150: -s 2 -B 1 -c 0.1: CV error" in text
+    assert "AutoLocalClassifier: chose " in text and "training done" in text
+
+
+def test_auto_local_classifier_in_model_selection_tools():
+    X, y = blobs(n=240)
+    scores = cross_val_score(AutoLocalClassifier(budget_s=10), X, y, cv=3)
+    assert scores.mean() > 0.8
+    pipe = make_pipeline(StandardScaler(), AutoLocalClassifier(budget_s=10)).fit(X, y)
+    assert pipe.score(X, y) > 0.8
 
 
 def test_docs_tables_match_the_code():
