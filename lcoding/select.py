@@ -62,6 +62,9 @@ from lcoding.training import cross_validation, train_model
 
 ETA = 3                   # 1 / ETA of the candidates survive a rung; rows grow ETA-fold
 MIN_ROWS = 600            # rows of the first rung (all rows when there are fewer)
+KPCA_MAX_FEATURES = 64   # the kernel PCA map is a candidate for at most this many features
+KPCA_MIN_DENSITY = 0.5   # ... stored as at least this fraction of non-zero values
+KPCA_LANDMARKS = 1000    # -X of that candidate (InvariantSVC's default)
 GROWTH = 1.5              # predicted cost of a rung / the cost of the previous one
 ORDER_STREAM = 0          # path under PURPOSE_SELECT: the row permutation of the rungs
 WIDTH_STREAM = 1          # path under PURPOSE_SELECT: the width rule's row sample
@@ -118,8 +121,9 @@ def _width(rows: Rows, k: int, rng: np.random.Generator) -> float:
 def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     """The candidates for these rows: the linear SVM, LL-SVM with the Gaussian and the
     inverse-distance codings (the Gaussian width from the training rows), the k*
-    coding, the Hellinger map first when every value is >= 0, and anchor planes when
-    there are enough features for planes.  Cheapest first (ties in the CV error go
+    coding, the Hellinger map first when every value is >= 0, anchor planes when
+    there are enough features for planes, and the RBF kernel PCA map when there are
+    few dense features.  Cheapest first (ties in the CV error go
     to the earlier candidate)."""
     n, d = rows.n_rows, rows.n_features
     rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_SELECT, WIDTH_STREAM)[0]))
@@ -141,7 +145,23 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
                 for c in ("1", "10")]
     if d >= 8:
         out += [f"-s 1 -L 4 -B 1 -A {min(d, 32)} -u 1 -c {c}" for c in ("1", "10")]
+    if d <= KPCA_MAX_FEATURES and rows.data.size >= KPCA_MIN_DENSITY * n * d:
+        # few dense features (magic04, letter): the RBF kernel PCA map (-t 2, Nystroem
+        # landmarks) is what the anchors cannot match -- on magic04 its CV error was
+        # 13.06 % against 13.60 % for the best local coding (RBF SVM: 12.99 %)
+        gamma = _gamma_scale(rows)
+        out += [f"-s 1 -t 2 -g {float_text(float(f'{gamma * f:.3g}'))} -X {min(KPCA_LANDMARKS, n)}"
+                f" -B 1 -c {c}" for f in (1, 4) for c in ("1", "10")]
     return out
+
+
+def _gamma_scale(rows: Rows) -> float:
+    """scikit-learn's ``gamma='scale'``: 1 / (d Var(x)) over every entry of the rows."""
+    n, d = rows.n_rows, rows.n_features
+    total = float(n) * d
+    mean = float(rows.data.sum()) / total
+    var = float(np.dot(rows.data, rows.data)) / total - mean * mean
+    return 1.0 / (d * var) if var > 0 else 1.0
 
 
 def _rung_sizes(n: int, n_candidates: int) -> list:
@@ -158,12 +178,12 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
     ``-s 1, 3``), on the rows and folds of the rung that chose it, from ``C / 4`` up.
     Runs when the predicted cost (4 of the winner's trials) fits in ``left``; returns
     ``(cv error, options)`` when the new C's cold ``-v`` error is lower, else None."""
-    params = parse_train_options("-C " + options + extra + f" -v {min(nr_fold, n_r)}")
+    if parse_train_options(options + extra).coding == 0:
+        return None             # not a local coding (linear, kernel map, k q-metrics...)
     try:
+        params = parse_train_options("-C " + options + extra + f" -v {min(nr_fold, n_r)}")
         check_search_parameter(params)
     except ValueError:
-        return None
-    if params.coding == 0:
         return None
     cost = max((t.seconds for t in trials if t.options == options and t.n_rows == n_r),
                default=math.inf)

@@ -24,6 +24,7 @@ def small():
 def test_successive_halving_table_and_winner(small, monkeypatch):
     y, X = small
     monkeypatch.setattr(sel, "MIN_ROWS", 150)
+    monkeypatch.setattr(sel, "KPCA_MAX_FEATURES", 0)    # the mechanics, fast
     result = sel.select(y, X, budget_s=120, seed=3, refine_C=False)
     rungs = sorted({t.rung for t in result.trials})
     assert rungs == [0, 1, 2]                       # 1500 rows: 166, 500, all
@@ -54,8 +55,9 @@ def _rows(X):
     return as_rows(X, "x")
 
 
-def test_deterministic_for_a_seed_and_any_thread_count(small):
+def test_deterministic_for_a_seed_and_any_thread_count(small, monkeypatch):
     y, X = small
+    monkeypatch.setattr(sel, "KPCA_MAX_FEATURES", 0)    # the local candidates, fast
     a = sel.select(y, X, budget_s=120, seed=5, refit=False)
     b = sel.select(y, X, budget_s=120, seed=5, refit=False, n_threads=2)
     strip = [(t.rung, t.options, t.n_rows, t.cv_error) for t in a.trials]
@@ -137,3 +139,22 @@ def test_the_selector_draws_from_its_own_seed_purpose(monkeypatch):
         seeds.rng_state(4, seeds.PURPOSE_SELECT, sel.ORDER_STREAM)[0])).permutation(90)
     np.testing.assert_array_equal(seen[0], np.sort(order[:30]).astype(float))
     assert seen[-1].size == 90
+
+
+def test_the_kernel_pca_map_is_a_candidate_for_few_dense_features(small):
+    y, X = small
+    dense = sel.candidate_options(y, _rows(X), seed=1)
+    assert sum(" -t 2 " in c for c in dense) == 4
+    import scipy.sparse as sp
+    wide = sp.random(300, 200, density=0.05, format="csr", random_state=0)
+    assert not any(" -t 2 " in c for c in sel.candidate_options(np.arange(300) % 2, _rows(wide)))
+
+
+def test_a_winner_without_a_local_coding_is_not_refined(small):
+    """-C searches only -s 0, 2, 11 and the local codings: a kernel-map winner keeps
+    its C (before, the refinement's option parse raised and aborted the search)."""
+    y, X = small
+    result = sel.select(y[:400], X[:400], budget_s=60, seed=1, refine_C=True,
+                        candidates=["-s 1 -t 2 -g 1 -X 50 -B 1 -c 1"])
+    assert result.best_options == "-s 1 -t 2 -g 1 -X 50 -B 1 -c 1"
+    assert result.model is not None

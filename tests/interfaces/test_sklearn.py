@@ -31,6 +31,16 @@ from lcoding.sklearn import (AnchorPlanesSVC, AutoLocalClassifier,  # noqa: E402
                              InvariantSVC, KQMetricsClassifier, LinearClassifier,
                              LLCJointSVC, LocallyLinearSVC)
 
+
+@pytest.fixture(autouse=True)
+def _auto_without_the_kernel_map(request, monkeypatch):
+    """AutoLocalClassifier's API tests run the selector many times on tiny dense data;
+    its RBF kernel PCA map candidates (lcoding.select, tested there) would make each
+    fit ~1.5 s: these tests check the estimator's conventions, not the candidates."""
+    if "Auto" in request.node.name or "auto" in request.node.name:
+        import lcoding.select
+        monkeypatch.setattr(lcoding.select, "KPCA_MAX_FEATURES", 0)
+
 # small settings: the checks fit hundreds of tiny problems
 CHECKED = [
     LocallyLinearSVC(n_anchors=4, n_neighbors=2),
