@@ -185,6 +185,10 @@ def run(name: str, models, budget: float, grid_rows: int, n_threads: int, out: P
 
 
 # ------------------------------------------------------------------ table
+def _ratio(x: float) -> str:
+    return f"{x:.0f}x" if x >= 100 else f"{x:.2g}x"
+
+
 def table(src: Path, dst: Path) -> None:
     rows = [json.loads(line) for line in src.read_text().splitlines() if line.strip()]
     latest = {}
@@ -210,8 +214,8 @@ def table(src: Path, dst: Path) -> None:
             vs = speed = pspeed = ""
             if rbf is not None and model != "RBF tuned":
                 vs = f"{r['test_error'] - rbf['test_error']:+.2f}"
-                speed = f"{rbf['select_s'] / r['select_s']:.2g}x"
-                pspeed = f"{rbf['predict_us'] / r['predict_us']:.2g}x"
+                speed = _ratio(rbf["select_s"] / r["select_s"])
+                pspeed = _ratio(rbf["predict_us"] / r["predict_us"])
             train = "" if r.get("train_s") is None else f"{r['train_s']:.2f}"
             out.append(f"| {name} | {r['n_train']} | {model} | {r['test_error']:.2f} | "
                        f"{r['select_s']:.1f} | {train} | {r['predict_us']:.1f} | {vs} | "

@@ -18,6 +18,9 @@ import scipy.sparse as sp
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
+# real LocalClusters and CoCoA+ rounds (~10 s): the full suite (CI) runs them
+pytestmark = pytest.mark.slow
+
 import lcoding                                                    # noqa: E402
 import lcoding.dask as ldask                                      # noqa: E402
 from lcoding.core.messages import Messages                        # noqa: E402

@@ -153,7 +153,14 @@ def _solver(opts):
     return int(tok[tok.index("-s") + 1])
 
 
-@pytest.mark.parametrize("opts,kind", CASES, ids=[f"{o} [{k}]" for o, k in CASES])
+# the image-shaped kernel and invariance cases and the k q selection cases take ~0.3-1.7 s
+# each: the full suite runs them, the quick subset keeps one case of every other method
+_SLOW_KINDS = ("img2", "img3", "multi8", "bin24")
+
+
+@pytest.mark.parametrize("opts,kind", [
+    pytest.param(o, k, id=f"{o} [{k}]", marks=[pytest.mark.slow] if k in _SLOW_KINDS else [])
+    for o, k in CASES])
 def test_dropin(opts, kind, tmp_path, capsys):
     y, X = _data(kind)
     q = opts + " -q"

@@ -42,11 +42,14 @@ def _auto_without_the_kernel_map(request, monkeypatch):
         monkeypatch.setattr(lcoding.select, "KPCA_MAX_FEATURES", 0)
 
 # small settings: the checks fit hundreds of tiny problems
-CHECKED = [
-    LocallyLinearSVC(n_anchors=4, n_neighbors=2),
+# variants of an estimator already checked below: the full suite checks them too
+VARIANTS = [
     LocallyLinearSVC(n_anchors=4, n_neighbors=2, probability=True),
     LocallyLinearSVC(n_anchors=4, coding="kstar", solver="sgd"),
     AnchorPlanesSVC(n_planes=2, classifier="linear"),
+]
+CHECKED = [
+    LocallyLinearSVC(n_anchors=4, n_neighbors=2),
     AnchorPlanesSVC(n_planes=2),
     LLCJointSVC(n_anchors=4, n_neighbors=2),
     KQMetricsClassifier(n_clusters=2, q=1, offset=1.0),
@@ -84,6 +87,14 @@ def expected_failed_checks(est):
 
 @parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
 def test_sklearn_conventions(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        check(estimator)
+
+
+@pytest.mark.slow
+@parametrize_with_checks(VARIANTS, expected_failed_checks=expected_failed_checks)
+def test_sklearn_conventions_of_variants(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         check(estimator)

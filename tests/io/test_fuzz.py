@@ -30,6 +30,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+# ~15 s of seeded, bounded fuzzing: the full suite (CI) runs it, the quick subset does not
+pytestmark = pytest.mark.slow
+
 from lcoding.commonutil import svm_read_problem
 from lcoding.io.model_files import ModelFileError, model_to_text
 from lcoding.io.reader import LibsvmFormatError, read_libsvm
