@@ -65,6 +65,25 @@ class Param:
     doc: str
 
 
+# option-table rows several estimators share (one text, one place)
+_RANDOM_STATE = Param("random_state", "-S", "None: 1")
+_INTERCEPT_SCALING = Param("intercept_scaling", "-B", "the -B value when fit_intercept")
+_FIT_INTERCEPT = Param("fit_intercept", "-B", "False: no -B")
+_CLASS_WEIGHT = Param("class_weight", "-wi", "'balanced': n / (n_classes n_i)")
+_VERBOSE = Param("verbose", "-q", "0, 1: -q (1 logs phases); 2: LIBLINEAR's text")
+_VERBOSE_PLAIN = Param("verbose", "-q", "0, 1: -q; 2: LIBLINEAR's text")
+_TOL = Param("tol", "-e", "stopping tolerance (None: the solver's)")
+_KERNEL_MAP_ORDER = Param("kernel_map_order", "-O", "order of the homogeneous kernel map")
+_KERNEL_MAP = Param("kernel_map", "-K", "None 0, 'intersection' 1, 'chi2' 2, 'hellinger' 3")
+_N_JOBS = Param("n_jobs", "-m", "threads (None: 1, -1: all cores)")
+_MAX_ITER_SGD = Param("max_iter", "-E", "epochs of the SGD solvers (None: 10; unused by the others)")
+_C_SCALE = Param("C", "-c", "'scale': 100 / (summed feature variances + intercept_scaling^2)")
+_C_PLAIN = Param("C", "-c", "regularisation")
+_N_ANCHORS_AUTO = Param("n_anchors", "-A", "'auto': sqrt(n), >= 4 per class and 16, <= 200")
+_MU_KSTAR = Param("mu", "-u", "coding='kstar' only; 'scale' as beta")
+_LOSS_DUAL_CD = Param("loss", "-s", "dual_cd: 'squared_hinge' (None) -s 1, 'hinge' -s 3")
+
+
 def _num(value) -> str:
     """A number as option text that parses back to the same float/int."""
     if isinstance(value, (bool, np.bool_)):
@@ -744,29 +763,29 @@ class LocallyLinearSVC(_LcodingClassifier):
     _OPTION_TABLE = (
         Param("solver", "-s", "'dual_cd' (with loss) 1 / 3, 'crammer_singer' 4, 'sgd' 30, "
                               "'averaged_sgd' 32"),
-        Param("loss", "-s", "dual_cd: 'squared_hinge' (None) -s 1, 'hinge' -s 3"),
+        _LOSS_DUAL_CD,
         Param("coding", "-L", "'inverse_distance' 1, 'gaussian' 2, 'kstar' 3, 'llc' 6"),
-        Param("n_anchors", "-A", "'auto': sqrt(n), >= 4 per class and 16, <= 200"),
+        _N_ANCHORS_AUTO,
         Param("n_neighbors", "-k", "nearest anchors (capped at n_anchors)"),
         Param("beta", "-u", "coding='gaussian' only; 'scale': 2 / median mean squared "
                             "distance to the n_neighbors nearest anchors"),
         Param("power", "-u", "coding='inverse_distance' only (None: 1)"),
-        Param("mu", "-u", "coding='kstar' only; 'scale' as beta"),
+        _MU_KSTAR,
         Param("ridge", "-u", "coding='llc' only (None: 1)"),
         Param("anchor_init", "-a", "'kmeans' 0, 'random' 1, 'kmeans_per_class' 2, "
                                    "'random_per_class' 3, 'kmeans_random_seeds' 4"),
-        Param("kernel_map", "-K", "None 0, 'intersection' 1, 'chi2' 2, 'hellinger' 3"),
-        Param("kernel_map_order", "-O", "order of the homogeneous kernel map"),
-        Param("C", "-c", "'scale': 100 / (summed feature variances + intercept_scaling^2)"),
-        Param("max_iter", "-E", "epochs of the SGD solvers (None: 10; unused by the others)"),
+        _KERNEL_MAP,
+        _KERNEL_MAP_ORDER,
+        _C_SCALE,
+        _MAX_ITER_SGD,
         Param("t0", "-T", "SGD solvers only: schedule offset (0: calibrated)"),
-        Param("tol", "-e", "stopping tolerance (None: the solver's)"),
-        Param("fit_intercept", "-B", "False: no -B"),
-        Param("intercept_scaling", "-B", "the -B value when fit_intercept"),
-        Param("class_weight", "-wi", "'balanced': n / (n_classes n_i)"),
-        Param("random_state", "-S", "None: 1"),
-        Param("n_jobs", "-m", "threads (None: 1, -1: all cores)"),
-        Param("verbose", "-q", "0, 1: -q (1 logs phases); 2: LIBLINEAR's text"),
+        _TOL,
+        _FIT_INTERCEPT,
+        _INTERCEPT_SCALING,
+        _CLASS_WEIGHT,
+        _RANDOM_STATE,
+        _N_JOBS,
+        _VERBOSE,
     )
 
     def __init__(self, C="scale", n_anchors="auto", n_neighbors=16, coding="gaussian",
@@ -921,22 +940,22 @@ class AnchorPlanesSVC(_LcodingClassifier):
     _OPTION_TABLE = (
         Param("solver", "-s", "'dual_cd' (with loss) 1 / 3, 'sgd' 30, 'averaged_sgd' 32, "
                               "'primal_newton' 2 (linear classifiers only)"),
-        Param("loss", "-s", "dual_cd: 'squared_hinge' (None) -s 1, 'hinge' -s 3"),
+        _LOSS_DUAL_CD,
         Param("planes", "-L", "'global' 4 (G-OCC), 'per_class' 5 (C-OCC)"),
         Param("n_planes", "-A", "'auto': 40, capped at min(n, d) (UserWarning)"),
         Param("classifier", "-u", "'local' 1 (LIB-/PEG-LLSVM), 'linear' 0 (on the codes), "
                                   "'linear_all' 2 (per_class only), 'local_plane_bias' 3"),
-        Param("kernel_map", "-K", "None 0, 'intersection' 1, 'chi2' 2, 'hellinger' 3"),
-        Param("kernel_map_order", "-O", "order of the homogeneous kernel map"),
-        Param("C", "-c", "'scale': 100 / (summed feature variances + intercept_scaling^2)"),
-        Param("max_iter", "-E", "epochs of the SGD solvers (None: 10; unused by the others)"),
-        Param("tol", "-e", "stopping tolerance (None: the solver's)"),
-        Param("fit_intercept", "-B", "False: no -B"),
-        Param("intercept_scaling", "-B", "the -B value when fit_intercept"),
-        Param("class_weight", "-wi", "'balanced': n / (n_classes n_i)"),
-        Param("random_state", "-S", "None: 1"),
-        Param("n_jobs", "-m", "threads (None: 1, -1: all cores)"),
-        Param("verbose", "-q", "0, 1: -q (1 logs phases); 2: LIBLINEAR's text"),
+        _KERNEL_MAP,
+        _KERNEL_MAP_ORDER,
+        _C_SCALE,
+        _MAX_ITER_SGD,
+        _TOL,
+        _FIT_INTERCEPT,
+        _INTERCEPT_SCALING,
+        _CLASS_WEIGHT,
+        _RANDOM_STATE,
+        _N_JOBS,
+        _VERBOSE,
     )
 
     def __init__(self, C="scale", n_planes="auto", planes="global", classifier="local",
@@ -1036,22 +1055,22 @@ class LLCJointSVC(_LcodingClassifier):
     _OPTION_TABLE = (
         Param("solver", "-s", "'sgd' 31, 'averaged_sgd' 33"),
         Param("coding", "-L", "'gaussian' 2 (LLC-SAPL), 'kstar' 3 (LLC-JO)"),
-        Param("n_anchors", "-A", "'auto': sqrt(n), >= 4 per class and 16, <= 200"),
+        _N_ANCHORS_AUTO,
         Param("n_neighbors", "-k", "coding='gaussian': nearest anchors"),
         Param("beta", "-u", "coding='gaussian' only; 'scale' as LocallyLinearSVC"),
-        Param("mu", "-u", "coding='kstar' only; 'scale' as beta"),
+        _MU_KSTAR,
         Param("anchor_lr", "-f", "anchor learning rate (0 freezes the anchors)"),
         Param("anchor_init", "-a", "as LocallyLinearSVC"),
-        Param("kernel_map", "-K", "None 0, 'intersection' 1, 'chi2' 2, 'hellinger' 3"),
-        Param("kernel_map_order", "-O", "order of the homogeneous kernel map"),
-        Param("C", "-c", "'scale': 100 / (summed feature variances + intercept_scaling^2)"),
+        _KERNEL_MAP,
+        _KERNEL_MAP_ORDER,
+        _C_SCALE,
         Param("max_iter", "-E", "epochs (None: 10)"),
         Param("t0", "-T", "schedule offset (0: calibrated)"),
-        Param("fit_intercept", "-B", "False: no -B"),
-        Param("intercept_scaling", "-B", "the -B value when fit_intercept"),
-        Param("class_weight", "-wi", "'balanced': n / (n_classes n_i)"),
-        Param("random_state", "-S", "None: 1"),
-        Param("verbose", "-q", "0, 1: -q (1 logs phases); 2: LIBLINEAR's text"),
+        _FIT_INTERCEPT,
+        _INTERCEPT_SCALING,
+        _CLASS_WEIGHT,
+        _RANDOM_STATE,
+        _VERBOSE,
     )
 
     def __init__(self, C="scale", n_anchors="auto", n_neighbors=8, coding="gaussian",
@@ -1164,10 +1183,10 @@ class KQMetricsClassifier(_LcodingClassifier):
         Param("mu2", "-V", "other-class margin"),
         Param("dt", "-D", "time step"),
         Param("max_iter", "-E", "passes (None: 10)"),
-        Param("kernel_map", "-K", "None 0, 'intersection' 1, 'chi2' 2, 'hellinger' 3"),
-        Param("kernel_map_order", "-O", "order of the homogeneous kernel map"),
-        Param("random_state", "-S", "None: 1"),
-        Param("verbose", "-q", "0, 1: -q; 2: LIBLINEAR's text"),
+        _KERNEL_MAP,
+        _KERNEL_MAP_ORDER,
+        _RANDOM_STATE,
+        _VERBOSE_PLAIN,
     )
 
     def __init__(self, solver="metrics", n_clusters=8, q="auto", pca_components="auto",
@@ -1295,13 +1314,13 @@ class InvariantSVC(_LcodingClassifier):
         Param("n_landmarks", "-X", "'auto': 1000 capped at n"),
         Param("solver", "-s", "the linear solver on the map (LinearClassifier's names)"),
         Param("loss", "-s", "with solver"),
-        Param("C", "-c", "regularisation"),
-        Param("tol", "-e", "stopping tolerance (None: the solver's)"),
-        Param("fit_intercept", "-B", "False: no -B"),
-        Param("intercept_scaling", "-B", "the -B value when fit_intercept"),
-        Param("class_weight", "-wi", "'balanced': n / (n_classes n_i)"),
-        Param("random_state", "-S", "None: 1"),
-        Param("verbose", "-q", "0, 1: -q (1 logs phases); 2: LIBLINEAR's text"),
+        _C_PLAIN,
+        _TOL,
+        _FIT_INTERCEPT,
+        _INTERCEPT_SCALING,
+        _CLASS_WEIGHT,
+        _RANDOM_STATE,
+        _VERBOSE,
     )
 
     def __init__(self, C=1.0, kernel="rbf", gamma="scale", degree=3, coef0=0.0,
@@ -1474,15 +1493,15 @@ class LinearClassifier(_LcodingClassifier):
         Param("loss", "-s", "'squared_hinge', 'hinge', 'log' (None: the solver's)"),
         Param("solver", "-s", "'dual_cd', 'primal_newton', 'cd', 'sgd', 'averaged_sgd', "
                               "'crammer_singer'"),
-        Param("C", "-c", "regularisation"),
-        Param("max_iter", "-E", "epochs of the SGD solvers (None: 10; unused by the others)"),
-        Param("tol", "-e", "stopping tolerance (None: the solver's)"),
-        Param("fit_intercept", "-B", "False: no -B"),
-        Param("intercept_scaling", "-B", "the -B value when fit_intercept"),
-        Param("class_weight", "-wi", "'balanced': n / (n_classes n_i)"),
-        Param("random_state", "-S", "None: 1"),
-        Param("n_jobs", "-m", "threads (None: 1, -1: all cores)"),
-        Param("verbose", "-q", "0, 1: -q; 2: LIBLINEAR's text"),
+        _C_PLAIN,
+        _MAX_ITER_SGD,
+        _TOL,
+        _FIT_INTERCEPT,
+        _INTERCEPT_SCALING,
+        _CLASS_WEIGHT,
+        _RANDOM_STATE,
+        _N_JOBS,
+        _VERBOSE_PLAIN,
     )
 
     def __init__(self, C=1.0, penalty="l2", loss=None, solver="dual_cd", max_iter=None,
@@ -1594,7 +1613,7 @@ class AutoLocalClassifier(_LcodingClassifier):
         Param("cv", "-v", "folds of the search's cross-validation (>= 2)"),
         Param("n_jobs", "-m", "threads: a rung's candidates side by side, and the refit "
                               "(None: 1, -1: all cores)"),
-        Param("random_state", "-S", "None: 1"),
+        _RANDOM_STATE,
         Param("verbose", "-q", "0, 1: -q (1 logs one line per trial); 2: LIBLINEAR's text "
                                "of the refit"),
     )
