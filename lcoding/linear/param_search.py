@@ -189,6 +189,28 @@ def _find_parameter_C(y, params: TrainParams, start_C: float, max_C: float, fold
     return best_C, best_score
 
 
+def search_folds(l: int, params: TrainParams, perm=None):
+    """``(nr_fold, perm, fold_start)`` of the ``-C`` search on ``l`` rows: the ``-v``
+    fold count (default 5, at most ``l``, as LIBLINEAR), the row permutation (the
+    ``-v`` one of ``-S``, or ``perm`` checked), and fold ``f``'s slice
+    ``perm[fold_start[f]:fold_start[f + 1]]``."""
+    nr_fold = int(params.nr_fold) if params.nr_fold else 5
+    if nr_fold < 2:
+        raise ValueError("n-fold cross validation: n must >= 2 (option -v)")
+    if nr_fold > l:
+        nr_fold = l
+        sys.stderr.write("WARNING: # folds > # data. Will use # folds = # data instead "
+                         "(i.e., leave-one-out cross validation)\n")
+    if perm is None:
+        rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, PURPOSE_CV)[0]))
+        perm = rng.permutation(l)
+    else:
+        perm = np.asarray(perm, dtype=np.int64)
+        if perm.shape != (l,) or not np.array_equal(np.sort(perm), np.arange(l)):
+            raise ValueError("parameter search: perm must be a permutation of the row ids")
+    return nr_fold, perm, [i * l // nr_fold for i in range(nr_fold + 1)]
+
+
 def find_parameters(y, rows: Rows, params: TrainParams, info: Messages,
                     perm: np.ndarray | None = None) -> tuple[float, float, float]:
     """``-C``: the best C (and p for -s 11) by warm-started cross validation.
@@ -212,21 +234,7 @@ def find_parameters(y, rows: Rows, params: TrainParams, info: Messages,
         raise ValueError(f"parameter search: {y.shape[0]} labels for {l} rows")
     if l == 0:
         raise ValueError("parameter search needs at least one training instance")
-    nr_fold = int(params.nr_fold) if params.nr_fold else 5
-    if nr_fold < 2:
-        raise ValueError("n-fold cross validation: n must >= 2 (option -v)")
-    if nr_fold > l:
-        nr_fold = l
-        sys.stderr.write("WARNING: # folds > # data. Will use # folds = # data instead "
-                         "(i.e., leave-one-out cross validation)\n")
-    if perm is None:
-        rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, PURPOSE_CV)[0]))
-        perm = rng.permutation(l)
-    else:
-        perm = np.asarray(perm, dtype=np.int64)
-        if perm.shape != (l,) or not np.array_equal(np.sort(perm), np.arange(l)):
-            raise ValueError("parameter search: perm must be a permutation of the row ids")
-    fold_start = [i * l // nr_fold for i in range(nr_fold + 1)]
+    nr_fold, perm, fold_start = search_folds(l, params, perm)
     regression = solver_type == SolverType.L2R_L2LOSS_SVR
     folds = [
         _Fold(f + 1, y, rows,

@@ -53,7 +53,6 @@ The result's ``best_options`` is the option string that trains the winner.
 from __future__ import annotations
 
 import math
-import sys
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -65,9 +64,10 @@ from lcoding.core.options import (TrainParams, check_parameter, check_search_par
                                   float_text, options_string)
 from lcoding.core.params import CodingType, LLSVMParams, OCCParams
 from lcoding.core.rows import Rows
-from lcoding.core.seeds import PURPOSE_CV, PURPOSE_SOLVER, rng_state
+from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.linear import dual_cd
+from lcoding.linear.param_search import search_folds
 from lcoding.linear.problem import BinaryProblem, Coding
 from lcoding.local import _knn
 from lcoding.local.coding import LocalCoding, kernel_map_of
@@ -353,22 +353,7 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
 
 
 def _folds(y, rows: Rows, params: TrainParams, perm) -> list:
-    l = rows.n_rows
-    nr_fold = int(params.nr_fold) if params.nr_fold else 5
-    if nr_fold < 2:
-        raise ValueError("n-fold cross validation: n must >= 2 (option -v)")
-    if nr_fold > l:
-        nr_fold = l
-        sys.stderr.write("WARNING: # folds > # data. Will use # folds = # data instead "
-                         "(i.e., leave-one-out cross validation)\n")
-    if perm is None:
-        rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, PURPOSE_CV)[0]))
-        perm = rng.permutation(l)
-    else:
-        perm = np.asarray(perm, dtype=np.int64)
-        if perm.shape != (l,) or not np.array_equal(np.sort(perm), np.arange(l)):
-            raise ValueError("parameter search: perm must be a permutation of the row ids")
-    start = [i * l // nr_fold for i in range(nr_fold + 1)]
+    nr_fold, perm, start = search_folds(rows.n_rows, params, perm)
     return [_Fold(f + 1, y, rows,
                   np.concatenate([perm[:start[f]], perm[start[f + 1]:]]),
                   perm[start[f]:start[f + 1]], params)
