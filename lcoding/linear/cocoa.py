@@ -41,8 +41,7 @@ from lcoding.core.seeds import PURPOSE_COCOA, rng_state
 from lcoding.core import threads as _threads
 from lcoding.core.threads import STOP_FLAG, check_stop, map_threads, split_ranges
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import LOCAL_CAP_REMEDY
-from lcoding.linear.newton import train_l2r_l2loss_svc
+from lcoding.linear.dual_cd import at_iteration_cap
 from lcoding.linear.problem import BinaryProblem, SolveResult
 from lcoding.local._knn import local_decision_values
 
@@ -414,10 +413,7 @@ def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messa
     model continues with the primal Newton ``-s 2``, a coded one warns."""
     res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts)
     if res.extra["stop"] == "iteration cap":
-        if prob.coding is None:
-            info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
-            return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
-        info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
+        return at_iteration_cap(prob, params, info, res, "l2")
     return res
 
 
@@ -426,11 +422,7 @@ def train_l1loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messa
     """``-s 3`` on ``n_parts`` cores (warnings at the round cap as LIBLINEAR's)."""
     res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l1", n_parts)
     if res.extra["stop"] == "iteration cap":
-        if prob.coding is not None:
-            info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
-        else:
-            info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster "
-                 "(also see FAQ)\n\n")
+        return at_iteration_cap(prob, params, info, res, "l1")
     return res
 
 

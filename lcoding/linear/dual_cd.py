@@ -105,24 +105,32 @@ LOCAL_CAP_REMEDY = (
     "-L 6 or use the Gaussian coding -L 2, or train with -s 30; see docs/llsvm.md\n")
 
 
+def at_iteration_cap(prob, params, info, res, loss: str):
+    """LIBLINEAR's answer when the dual CD (or its CoCoA+ form) stopped at the pass
+    cap: ``-s 1`` on raw rows continues by the primal Newton solver from the dual's
+    ``w`` (with a warning), ``-s 3`` warns; a local model warns with
+    :data:`LOCAL_CAP_REMEDY` (no primal fallback on coded rows)."""
+    if prob.coding is not None:
+        info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
+    elif loss == "l2":
+        info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
+        # LIBLINEAR continues Newton from the dual solution's w
+        return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
+    else:
+        info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster "
+             "(also see FAQ)\n\n")
+    return res
+
+
 def train_l2loss_svc_dual(prob, params, info):
     res = solve_l2r_l1l2_svc(prob, params, info, "l2")
     if res.n_iter >= params.max_iter:
-        if prob.coding is None:
-            info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")
-            # LIBLINEAR continues Newton from the dual solution's w
-            return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
-        remedy = LOCAL_CAP_REMEDY if prob.coding is not None else ""
-        info("\nWARNING: reaching max number of iterations\n" + remedy + "\n")
+        return at_iteration_cap(prob, params, info, res, "l2")
     return res
 
 
 def train_l1loss_svc_dual(prob, params, info):
     res = solve_l2r_l1l2_svc(prob, params, info, "l1")
     if res.n_iter >= params.max_iter:
-        if prob.coding is not None:
-            info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
-        else:
-            info("\nWARNING: reaching max number of iterations\nUsing -s 2 may be faster "
-                 "(also see FAQ)\n\n")
+        return at_iteration_cap(prob, params, info, res, "l1")
     return res
