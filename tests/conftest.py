@@ -3,13 +3,37 @@ liblinear-official, the reference implementation, side by side with lcoding."""
 from __future__ import annotations
 
 import ctypes
+import os
+import pathlib
 import re
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import lcoding
 from lcoding.io import datasets
+
+# the folder holding the lcoding this test run imports (site-packages after `pip
+# install .`, the repository after an in-place build): children import the same build
+LCODING_HOME = pathlib.Path(lcoding.__file__).resolve().parents[1]
+
+
+def child_env() -> dict:
+    """The environment of a child interpreter that imports the same lcoding."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(LCODING_HOME) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def run_python(code: str, *args, timeout: float = 120.0) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter that imports the same lcoding."""
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
+                          cwd=str(LCODING_HOME), env=child_env(), capture_output=True,
+                          text=True, timeout=timeout)
 
 
 def _require_data(name):

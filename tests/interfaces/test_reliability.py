@@ -6,35 +6,21 @@ taking pytest down with it.
 """
 from __future__ import annotations
 
-import os
 import re
-import pathlib
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 
 import numpy as np
 import pytest
 
-import lcoding
+from conftest import LCODING_HOME, child_env, run_python
+
 
 from lcoding.liblinear import parameter, problem
 from lcoding.liblinearutil import load_model, predict, save_model, train
 
-# the folder holding the lcoding this test run imports (site-packages after `pip
-# install .`, the repository after an in-place build): children import the same build
-ROOT = pathlib.Path(lcoding.__file__).resolve().parents[1]
-
-
-def run_python(code: str, *args, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    """Run ``code`` in a fresh interpreter (the in-place build of this tree)."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
-                          cwd=str(ROOT), env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 def assert_clean_exit(proc: subprocess.CompletedProcess) -> None:
@@ -228,10 +214,9 @@ def test_ctrl_c_stops_training_within_a_second(options, stage, tmp_path):
     the per-class solves already running in worker threads finished first, 15-36 s;
     one LLC-JO epoch ran 4-5 s without returning to Python.)"""
     out = tmp_path / "m.model"
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env()
     child = subprocess.Popen([sys.executable, "-c", CTRL_C_CHILD, options, str(out)],
-                             cwd=str(ROOT), env=env, stdout=subprocess.PIPE,
+                             cwd=str(LCODING_HOME), env=env, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "ready"

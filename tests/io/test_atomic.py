@@ -14,16 +14,13 @@ import time
 import numpy as np
 import pytest
 
-import lcoding
+from conftest import LCODING_HOME, child_env
 
 from lcoding.cli import predict_main
 from lcoding.io import atomic
 from lcoding.io.model_files import save_model_file
 from lcoding.liblinearutil import save_model, train
 
-# the folder holding the lcoding this test run imports (site-packages after `pip
-# install .`, the repository after an in-place build): children import the same build
-ROOT = pathlib.Path(lcoding.__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -148,11 +145,10 @@ atomic.write_text_atomic(sys.argv[1], "half a model\\n")
 
 
 def test_kill_9_mid_save_leaves_a_recognisable_file_the_next_save_removes(model, tmp_path):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env = child_env()
     path = tmp_path / "m.model"
     writer = subprocess.Popen([sys.executable, "-c", textwrap.dedent(KILLED_WRITER), str(path)],
-                              cwd=str(ROOT), env=env, stdout=subprocess.PIPE, text=True)
+                              cwd=str(LCODING_HOME), env=env, stdout=subprocess.PIPE, text=True)
     try:
         assert writer.stdout.readline().strip() == "writing"
         left = temp_files(tmp_path)

@@ -3,29 +3,15 @@ and a MemoryError says what it was allocating."""
 from __future__ import annotations
 
 import os
-import pathlib
-import subprocess
-import sys
-import textwrap
 
 import pytest
 
-import lcoding
+from conftest import run_python
+
 
 from lcoding.commonutil import svm_read_problem
 from lcoding.io.reader import read_libsvm
 
-# the folder holding the lcoding this test run imports (site-packages after `pip
-# install .`, the repository after an in-place build): children import the same build
-ROOT = pathlib.Path(lcoding.__file__).resolve().parents[1]
-
-
-def run_python(code: str, *args, timeout: float = 120.0) -> subprocess.CompletedProcess:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code), *map(str, args)],
-                          cwd=str(ROOT), env=env, capture_output=True, text=True,
-                          timeout=timeout)
 
 
 PEAK = """
