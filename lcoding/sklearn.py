@@ -365,8 +365,10 @@ class _LcodingClassifier(ClassifierMixin, BaseEstimator):
 
     def _options(self, rows, y_train, sample_weight):
         """The option list ``[(letter, text or None), ...]`` of this fit, and the
-        resolved data-dependent values (a dict, stored as fitted attributes)."""
-        raise NotImplementedError
+        resolved data-dependent values (a dict, stored as fitted attributes).  The base
+        class has no method of its own: every estimator below defines this hook."""
+        raise NotImplementedError(f"{type(self).__name__} defines no _options: "
+                                  "subclass one of the lcoding estimators")
 
     @staticmethod
     def _join(opts) -> str:

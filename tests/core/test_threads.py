@@ -14,13 +14,21 @@ from lcoding.core.threads import (STOP_FLAG, TrainingInterrupted, check_stop, ma
 from lcoding.linear import _dual_cd
 
 
-def busy(seconds_limit=5.0):
-    """A work item that runs until stopped (or the limit): a pass loop's shape."""
+def busy(seconds_limit=5.0, outcomes=None):
+    """A work item that runs until stopped (or the limit): a pass loop's shape.
+    ``outcomes`` gets "stopped" or "finished" for every item that started."""
+    outcomes = [] if outcomes is None else outcomes
+
     def work(_):
         start = time.perf_counter()
         while time.perf_counter() - start < seconds_limit:
-            check_stop()
+            try:
+                check_stop()
+            except TrainingInterrupted:
+                outcomes.append("stopped")
+                raise
             time.sleep(0.005)
+        outcomes.append("finished")
         return "finished"
     return work
 
@@ -39,12 +47,12 @@ def test_keyboard_interrupt_stops_running_workers(n_threads):
     """The main thread's KeyboardInterrupt stops the items already running in worker
     threads at their next check (before: they finished first)."""
     timer = interrupt_main_after(0.2)
-    start = time.perf_counter()
+    outcomes = []
     with pytest.raises(KeyboardInterrupt):
-        run_interruptible(map_threads, busy(), range(6), n_threads)
-    elapsed = time.perf_counter() - start
+        run_interruptible(map_threads, busy(outcomes=outcomes), range(6), n_threads)
     timer.join()
-    assert elapsed < 2.0
+    # every item that started stopped at a check: none ran to its 5 s end
+    assert outcomes and set(outcomes) == {"stopped"}
     assert not stop_requested() and STOP_FLAG[0] == 0     # cleared for the next run
     assert threads._busy_workers == 0
     assert map_threads(lambda i: i * i, range(4), n_threads) == [0, 1, 4, 9]
@@ -52,11 +60,11 @@ def test_keyboard_interrupt_stops_running_workers(n_threads):
 
 def test_map_threads_in_the_main_thread_stops_its_pool():
     timer = interrupt_main_after(0.2)
-    start = time.perf_counter()
+    outcomes = []
     with pytest.raises(KeyboardInterrupt):
-        map_threads(busy(), range(4), 2)
+        map_threads(busy(outcomes=outcomes), range(4), 2)
     timer.join()
-    assert time.perf_counter() - start < 2.0
+    assert outcomes and set(outcomes) == {"stopped"}
     assert not stop_requested()
 
 
