@@ -24,8 +24,13 @@ rows):
 * ``m1``, ``m2`` -- ``train_model`` with ``-m 1`` / ``-m 2`` (MNIST: the ten classes
   in two threads; binary skin: CoCoA+ on two partitions);
 * ``dask`` -- ``lcoding.dask.train`` on ``LocalCluster(n_workers=2,
-  threads_per_worker=1)``, the rows shuffled (seeded) and cut into two CSR chunks
-  sent to the workers first (the send is timed apart);
+  threads_per_worker=1)``, default strategy (multi-class: "classes", every worker
+  solves whole one-vs-rest problems), the anchors from all rows (``sample_size=n``,
+  the driver's k-means in 2 threads); the rows cut into two CSR chunks in file
+  order (shuffled first for a binary problem, which CoCoA+ trains) and sent to the
+  workers first (the send is timed apart);
+* ``dask_cocoa`` -- the same with ``strategy="cocoa"`` (CoCoA+ rounds over the two
+  chunks), the anchors from a 50 000-row sample, the rows shuffled (seeded);
 * ``liblinear`` -- liblinear-official ``-s 1`` (linear) on the same rows.
 
 Also: ``speedup`` (``-m 2`` against ``-m 1`` on binary problems, paired runs in one
@@ -87,7 +92,7 @@ SETS = {
     "skin": ("skin", [(0, 0)], [("linear", SKIN_LINEAR), ("llsvm", SKIN_LLSVM)]),
 }
 LIBLINEAR_OPTIONS = {"mnist": LIBLINEAR_MNIST, "skin": SKIN_LINEAR}
-MODES = ("m1", "m2", "dask", "liblinear")
+MODES = ("m1", "m2", "dask", "dask_cocoa", "liblinear")
 
 
 def log(msg):
@@ -227,9 +232,9 @@ def run_one(data_dir, name, mode, label, options, extra=""):
         model = train_model(y, rows, params, info)
         rec["train_s"], rec["cpu_s"] = time.perf_counter() - t, time.process_time() - c
         rec["peak_mb"] = peak_mb()
-    elif mode == "dask":
+    elif mode in ("dask", "dask_cocoa"):
         opts = f"{options} {extra}".strip()
-        model, extra_rec = _run_dask(y, rows, opts)
+        model, extra_rec = _run_dask(y, rows, opts, "auto" if mode == "dask" else "cocoa")
         rec.update(extra_rec)
         params = parse_train_options(opts)
     elif mode == "liblinear":
@@ -267,7 +272,11 @@ def _liblinear_as_lcoding(ref, n_features, params):
                        params.bias, w)
 
 
-def _run_dask(y, rows, options):
+def _run_dask(y, rows, options, strategy):
+    """``strategy="auto"``: the anchors from all rows with the driver's 2 threads
+    (``-m 2``: the anchors of ``-m 1``), the chunks in file order, so with the
+    "classes" strategy the model is the single-process one; ``"cocoa"``: a
+    50 000-row anchor sample, the rows shuffled (seeded) before the chunks are cut."""
     import dask.array as da
     import scipy.sparse as sp
     from distributed import Client, LocalCluster
@@ -280,9 +289,14 @@ def _run_dask(y, rows, options):
         half = -(-n // 2)
         # the chunks are random halves of the rows (skin's file is sorted by label;
         # CoCoA+ on sorted chunks converges far slower -- docs/scale.md)
-        perm = np.random.default_rng(0).permutation(n)
-        X = rows.to_csr()[perm]
-        y = np.asarray(y)[perm]
+        binary = np.unique(np.trunc(np.asarray(y))).size <= 2
+        if strategy == "cocoa" or binary:
+            perm = np.random.default_rng(0).permutation(n)
+            X = rows.to_csr()[perm]
+            y = np.asarray(y)[perm]
+        else:
+            X = rows.to_csr()
+            y = np.asarray(y)
         t = time.perf_counter()
         workers = sorted(client.scheduler_info()["workers"])
         xs, ys = [], []
@@ -296,7 +310,10 @@ def _run_dask(y, rows, options):
         send = time.perf_counter() - t
         del X
         t, c = time.perf_counter(), time.process_time()
-        model = ldask.train(yd, Xd, options, client=client)
+        if strategy == "cocoa":
+            model = ldask.train(yd, Xd, options, client=client, strategy="cocoa")
+        else:
+            model = ldask.train(yd, Xd, options + " -m 2", client=client, sample_size=n)
         wall, cpu = time.perf_counter() - t, time.process_time() - c
         worker_cpu = client.run(lambda: time.process_time())
         worker_peak = client.run(

@@ -27,17 +27,26 @@ How (``docs/scale.md``):
    learned on the driver from a seeded sample of the rows, uniform over all rows
    (per class for the per-class modes and C-OCC), of ``sample_size`` rows, and
    broadcast once;
-3. every chunk is coded on its worker; the coded rows never leave it;
-4. the one-vs-rest problems (all classes at once; C-OCC one class after the other,
-   each with its own coding) are solved by CoCoA+ (:mod:`lcoding.linear.cocoa`):
-   per round one task per chunk takes (its coded rows, its dual variables, ``W``)
-   and returns (``u_k``, its new dual variables, its projected-gradient extremes);
-   the driver adds the ``u_k`` and applies LIBLINEAR's stopping rule;
+3. every chunk is coded on its worker;
+4. the one-vs-rest problems are solved one of two ways (``strategy``):
+
+   * ``"classes"`` (the default when there are several problems and all rows fit a
+     worker): each worker fetches all coded chunks once, worker to worker, and
+     solves whole problems with the sequential dual CD, a problem per worker thread
+     at a time -- the single-process model for the same anchors, in about the time
+     ``-m`` threads take on one machine;
+   * ``"cocoa"`` (binary problems; rows too big for one worker): CoCoA+
+     (:mod:`lcoding.linear.cocoa`), all classes in the same rounds (C-OCC one class
+     after the other, each with its own coding): per round one task per chunk takes
+     (its coded rows, its dual variables, ``W``) and returns (``u_k``, its new dual
+     variables, its projected-gradient extremes); the driver adds the ``u_k`` and
+     applies LIBLINEAR's stopping rule; the coded rows never leave their workers;
 5. the result is the same model class the single-process method returns (model
    files in the same format).
 
 A worker lost in the middle of training: Dask recomputes the chunk's rows and codes
-from their lineage; the dual variables of that chunk restart from zero and its
+from their lineage.  Strategy "classes": the solves are pure tasks, recomputed
+elsewhere, and the model is the same.  CoCoA+: the dual variables of that chunk restart from zero and its
 accumulated update is taken out of ``W`` (the driver keeps each chunk's sum of
 updates), so ``W`` stays the weight vector of the dual variables and training goes
 on.  Only then does the result depend on the timing of the loss.  Nothing is
@@ -65,7 +74,8 @@ from lcoding.io._reader import Status
 from lcoding.io.parallel import byte_ranges, is_splittable, lines_before, parse_range
 from lcoding.io.reader import _raise_format_error, read_libsvm as _read_whole
 from lcoding.linear import cocoa
-from lcoding.linear.problem import EMPTY_IDX, EMPTY_WEIGHT
+from lcoding.linear.problem import EMPTY_IDX, EMPTY_WEIGHT, BinaryProblem, Coding
+from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.local.coding import kernel_map_of
 from lcoding.local.model import LocalModel
 from lcoding.methods import llsvm, occ
@@ -198,6 +208,8 @@ class _Coded:
     shared_bias: float               # one bias for all anchors / planes (< 0: none)
     sqnorm: np.ndarray               # ||z_i||^2
     n_main: int = -1                 # W[:n_main] anchor-major weights (W[-1]: shared bias)
+    kind: str = "linear"             # the coding spec's kind: linear, local or occ
+    n_anchors: int = 1               # blocks of W (anchors; OCC: planes)
 
 
 def _prepare_block(xb, yb, index: int, offset: int, n_features: int, kernel_map):
@@ -267,6 +279,10 @@ class _Box:
         self.value = value
 
 
+def _unbox(box: _Box):
+    return box
+
+
 def _with_coding(part: _Part, spec) -> _Coded:
     """The chunk coded as ``spec`` says: ``("linear", bias)``, ``("local", coder,
     bias)`` or ``("occ", planes, sigma, bias, plane_bias)``; coded here, next to
@@ -295,9 +311,67 @@ def _with_coding(part: _Part, spec) -> _Coded:
         raise ValueError(f"unknown coding spec {kind!r}")
     sq = cocoa.row_sqnorms(rows, b, sb, idx, wt)
     stride = rows.n_features + (1 if b >= 0 else 0)
-    n_main = stride * (1 if idx.shape[0] == 0 else wt.shape[1] if kind == "occ"
-                       else spec[1].n_anchors)
-    return _Coded(part, rows, idx, wt, b, sb, sq, n_main)
+    n_blocks = 1 if kind == "linear" else wt.shape[1] if kind == "occ" else spec[1].n_anchors
+    return _Coded(part, rows, idx, wt, b, sb, sq, stride * n_blocks, kind, n_blocks)
+
+
+def _concat_rows(pieces) -> Rows:
+    """The rows of ``pieces`` (Rows of the same width) one after the other."""
+    pieces = list(pieces)
+    data = np.concatenate([r.data for r in pieces])
+    indices = np.concatenate([r.indices for r in pieces])
+    lengths = np.concatenate([np.diff(r.indptr) for r in pieces])
+    indptr = np.zeros(lengths.size + 1, dtype=np.int64)
+    np.cumsum(lengths, out=indptr[1:])
+    return Rows(data, indices, indptr, pieces[0].n_features)
+
+
+@dataclass
+class _Whole:
+    """All coded chunks joined in chunk order on one worker (strategy "classes"):
+    the rows and codes a single-process solve of a one-vs-rest problem reads."""
+    rows: Rows
+    anchor_idx: np.ndarray
+    coding_weight: np.ndarray
+    kind: str
+    n_anchors: int
+    parts: list                      # the chunks' _Part (their one-vs-rest targets)
+
+
+def _assemble(*coded: _Coded) -> _Whole:
+    """Join the coded chunks (fetched from the workers holding them) into one problem."""
+    first = coded[0]
+    if first.anchor_idx.shape[0] == 0:
+        idx, wt = first.anchor_idx, first.coding_weight
+    else:
+        idx = np.ascontiguousarray(np.concatenate([c.anchor_idx for c in coded]))
+        wt = np.ascontiguousarray(np.concatenate([c.coding_weight for c in coded]))
+    return _Whole(_concat_rows(c.rows for c in coded), idx, wt, first.kind, first.n_anchors,
+                  [c.part for c in coded])
+
+
+def _solve_problem(whole: _Whole, col: int, stream: np.ndarray, params: TrainParams,
+                   bias: float):
+    """One one-vs-rest problem on all rows by the single-process solver of its method
+    (the sequential dual CD, LIBLINEAR's -s 1 / -s 3); pure: ``(w, passes,
+    objective, nSV)``, the same for the same inputs on any worker."""
+    y_pm = np.ascontiguousarray(np.concatenate([p.jobs[col][0] for p in whole.parts]))
+    _, Cp, Cn = whole.parts[0].jobs[col]
+    quiet = Messages(True)
+    state = np.array(stream, dtype=np.uint64).reshape(1)
+    st = int(params.solver_type)
+    if whole.kind == "occ":
+        C = np.where(y_pm > 0, Cp, Cn).astype(np.float64)
+        loss = "l2" if st == int(SolverType.L2R_L2LOSS_SVC_DUAL) else "l1"
+        res = occ.solve_occ_dual(whole.rows, whole.coding_weight, y_pm, C, bias, state, params,
+                                 quiet, loss)
+    else:
+        coding = None if whole.kind == "linear" else \
+            Coding(whole.anchor_idx, whole.coding_weight, whole.n_anchors)
+        prob = BinaryProblem(whole.rows, y_pm, Cp, Cn, bias, state, coding=coding)
+        res = BINARY_SOLVERS[st](prob, params, quiet)
+    nsv = -1 if res.alpha is None else int(np.count_nonzero(res.alpha > 0))
+    return res.w, int(res.n_iter), float(res.objective), nsv
 
 
 def _round(coded: _Coded, prev, W: np.ndarray, ctl: dict):
@@ -400,7 +474,10 @@ SCATTER_TIMEOUT = 10.0      # seconds; a broadcast to a worker that just died ca
 
 def _holders(client, futures) -> list:
     """For each future, the workers holding its data (None when unknown)."""
-    who = client.who_has(futures)
+    try:
+        who = client.who_has(futures)
+    except Exception:               # noqa: BLE001 - cancelled futures: place anywhere
+        return [None] * len(futures)
     return [list(who.get(f.key, ())) or None for f in futures]
 
 
@@ -520,6 +597,71 @@ def _cocoa_rounds(client, coded, cols, w_size, streams, params, loss, local_pass
     return out
 
 
+def _class_solves(client, coded, cols, streams, params, bias, info, progress, timeout=None):
+    """Strategy "classes": every worker joins all coded chunks once (``_assemble``,
+    fetched worker to worker, never through the driver) and solves whole one-vs-rest
+    problems with the sequential solver, as ``-m`` threads do in one process; a
+    worker gets its next problem when one of its own finishes.  Returns ``{col: (W,
+    passes, objective, nSV)}``, the single-process solves' results for the same
+    coded rows.  A lost worker: its tasks (pure) are recomputed elsewhere by Dask."""
+    from distributed import wait
+    nthreads = client.nthreads()
+    workers = sorted(nthreads)[:len(cols)]
+    if not workers:
+        raise RuntimeError("lcoding.dask.train: the cluster has no workers")
+    wholes = {w: client.submit(_assemble, *coded, workers=[w], allow_other_workers=True,
+                               pure=False) for w in workers}
+    info(f"one-vs-rest problems on {len(workers)} worker(s), all rows on each\n")
+    pending = list(cols)
+    running, out = {}, {}
+
+    def launch(w):
+        c = pending.pop(0)
+        fut = client.submit(_solve_problem, wholes[w], c, streams[c], params, bias,
+                            workers=[w], allow_other_workers=True, pure=False)
+        running[fut] = (c, w)
+
+    for w in workers:
+        for _ in range(max(1, int(nthreads[w]))):
+            if pending:
+                launch(w)
+    while running:
+        try:
+            done, _ = wait(list(running), timeout=timeout, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            raise _timed_out("a one-vs-rest problem", timeout) from None
+        for fut in sorted(done, key=lambda f: running[f][0]):
+            c, w = running.pop(fut)
+            out[c] = fut.result()            # a task's own exception is raised here
+            info(".")
+            progress(len(pending) + len(running))
+            if pending:
+                launch(w)
+    return out
+
+
+def _choose_strategy(strategy: str, n_problems: int, client, nbytes: int) -> str:
+    """``"classes"`` when there are several problems and all rows (with their codes)
+    fit three times into the smallest worker's memory limit; else ``"cocoa"``."""
+    if strategy != "auto":
+        return strategy
+    if n_problems < 2:
+        return "cocoa"
+    limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
+    if limits and all(limits) and 3 * nbytes > min(limits):
+        return "cocoa"
+    return "classes"
+
+
+def _nbytes(part: _Part) -> int:
+    """Bytes of a chunk's validated rows (what a worker holds per row of it)."""
+    r = part.rows
+    return int(r.data.nbytes + r.indices.nbytes + r.indptr.nbytes)
+
+
+STRATEGIES = ("auto", "classes", "cocoa")
+
+
 def _sample_specs(sizes, class_counts, n_sample, per_class, seed, class_min=0):
     """Per chunk, the rows to sample: uniform over all rows (``per_class`` False) or,
     per class, ``max(its share of n_sample, class_min)`` rows (at most the class)."""
@@ -549,15 +691,8 @@ def _sample_specs(sizes, class_counts, n_sample, per_class, seed, class_min=0):
 def _gather_sample(client, parts, specs, timeout=None):
     futs = [client.submit(_take_sample, p, s, pure=False) for p, s in zip(parts, specs)]
     pieces = _gather(client, futs, timeout, "sampling the rows")
-    rows = [r for r, _ in pieces]
-    n_features = rows[0].n_features
-    data = np.concatenate([r.data for r in rows])
-    indices = np.concatenate([r.indices for r in rows])
-    lengths = np.concatenate([np.diff(r.indptr) for r in rows])
-    indptr = np.zeros(lengths.size + 1, dtype=np.int64)
-    np.cumsum(lengths, out=indptr[1:])
     ci = np.concatenate([c for _, c in pieces])
-    return Rows(data, indices, indptr, n_features), ci
+    return _concat_rows(r for r, _ in pieces), ci
 
 
 def _supported(params: TrainParams) -> str:
@@ -593,7 +728,8 @@ def _options(options) -> TrainParams:
 
 
 def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: int = SAMPLE_SIZE,
-          local_passes: int = 1, progress=None, timeout: float | None = None) -> Model:
+          local_passes: int = 1, progress=None, timeout: float | None = None,
+          strategy: str = "auto") -> Model:
     """Train an lcoding model on Dask collections; returns the model the same option
     string gives in one process (:func:`lcoding.liblinearutil.train`), of the same
     class, saved and loaded the same way.
@@ -609,7 +745,8 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
     options : str
         LIBLINEAR / lcoding training options: ``-s 1`` or ``-s 3``, linear, with an
         LL-SVM coding ``-L 1, 2, 3, 6`` or anchor planes ``-L 4, 5`` (``-u 1, 3``).
-        ``-m`` does not apply (the cluster's workers do the work).
+        ``-m N``: the driver learns the anchors in ``N`` threads (the same
+        anchors for any ``N``); the workers do the rest.
     client : distributed.Client, optional
         Default: the current client (``distributed.default_client()``).
     sample_size : int
@@ -619,12 +756,24 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         Dual-CD passes per chunk in one CoCoA+ round (more passes: fewer rounds,
         each longer).
     progress : callable, optional
-        Called after every round as ``progress(round, problems_still_training)``.
+        Called as ``progress(step, problems_still_training)`` after every CoCoA+
+        round, or (strategy "classes") after every solved problem.
     timeout : float, optional
         Seconds any one wait for the workers may take (reading the chunks, the
         sample, one CoCoA+ round); past it a RuntimeError, and no model.  Default:
         no limit.  The rounds themselves are capped by ``-e`` and the iteration cap
         (LIBLINEAR's 300 outer iterations).
+    strategy : {"auto", "classes", "cocoa"}
+        How the one-vs-rest problems use the workers.  ``"classes"``: every worker
+        gathers all coded rows once (worker to worker) and solves whole problems with
+        the sequential solver, a problem per worker thread at a time -- the model is
+        the single-process model for the same anchors (with ``sample_size`` at least
+        the number of rows, the same model bit for bit), in about the time ``-m``
+        threads take on one machine.  ``"cocoa"``: CoCoA+ rounds over the chunks;
+        the rows never leave their workers (data larger than one worker's memory).
+        ``"auto"`` (default): ``"classes"`` when there are two or more problems and
+        all rows fit three times into the smallest worker memory limit, else
+        ``"cocoa"``.
 
     Raises
     ------
@@ -643,6 +792,8 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         raise ValueError(f"local_passes={local_passes} must be >= 1")
     if int(sample_size) < 1:
         raise ValueError(f"sample_size={sample_size} must be >= 1")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy={strategy!r} must be one of {', '.join(STRATEGIES)}")
     if timeout is not None and not (isinstance(timeout, (int, float)) and timeout > 0):
         raise ValueError(f"timeout={timeout!r} must be a positive number of seconds or None")
     client = _client(client)
@@ -676,6 +827,8 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
     parts = [client.submit(_with_classes, p, labels, weighted_C, float(params.C), pure=False)
              for p in parts]
     n = int(sum(sizes))
+    nbytes = sum(_gather(client, client.map(_nbytes, parts, pure=False), timeout,
+                         "reading the chunks and their labels"))
     info(f"lcoding.dask: {n} rows in {len(parts)} chunks, {nr_class} classes "
          f"({time.perf_counter() - t0:.2f} s)\n")
     cols = list(range(1 if nr_class <= 2 else nr_class))
@@ -699,7 +852,9 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
                               class_min=MIN_CLASS_SAMPLE if per_class else 0)
         s_rows, s_ci = _gather_sample(client, parts, specs, timeout)
         t = time.perf_counter()
-        anchors = llsvm.learn_local_anchors(s_rows, s_ci, mp, seed)
+        # -m: the driver's threads for k-means (the same anchors for any count)
+        anchors = llsvm.learn_local_anchors(s_rows, s_ci, mp, seed,
+                                            n_threads=params.n_threads)
         coder = llsvm.local_coder(mp, anchors)
         info(f"anchors: {coder.n_anchors} from {s_rows.n_rows} sampled rows "
              f"({time.perf_counter() - t:.2f} s), coding {coder.name} k={coder.k}\n")
@@ -738,11 +893,22 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
     counter = _Progress(progress)
     solved = {}
     for group_cols, spec in groups:
-        spec_fut = _scatter(client, _Box(spec))
+        # a task holding the spec, not scattered data: Dask can recompute it when the
+        # workers holding it die (a scatter made while a worker restarts may have one
+        # copy only, and lost scattered data is gone for good)
+        spec_fut = client.submit(_unbox, _Box(spec), pure=False)
         coded = [client.submit(_with_coding, p, spec_fut, pure=False) for p in parts]
-        info(f"CoCoA+: {len(coded)} chunks, {len(group_cols)} problem(s)\n")
-        solved.update(_cocoa_rounds(client, coded, group_cols, w_size, streams, params, loss,
-                                    int(local_passes), info, counter, timeout=timeout))
+        # the codes: k (anchor id, weight) pairs per row, or the OCC planes' weights
+        code_bytes = n * 12 * (0 if coder is None and planes is None else
+                               coder.k if coder is not None else planes.shape[0])
+        if _choose_strategy(strategy, len(group_cols), client, nbytes + code_bytes) == "classes":
+            solved.update(_class_solves(client, coded, group_cols, streams, params, bias,
+                                        info, counter, timeout=timeout))
+        else:
+            info(f"CoCoA+: {len(coded)} chunks, {len(group_cols)} problem(s)\n")
+            solved.update(_cocoa_rounds(client, coded, group_cols, w_size, streams, params,
+                                        loss, int(local_passes), info, counter,
+                                        timeout=timeout))
         del coded, spec_fut
     for c in cols:
         w_c, rounds, objective, nsv = solved[c]

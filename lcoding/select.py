@@ -8,13 +8,15 @@ time budget ``budget_s``:
 * rung ``r`` evaluates the surviving candidates by ``nr_fold``-fold cross validation
   (:func:`lcoding.training.cross_validation`, the folds of ``-v``) on the first
   ``n_r`` rows of one seeded permutation of the training rows, ``n_r`` growing by
-  :data:`ETA` per rung up to all rows; the best ``1 / ETA`` (at least one) go on;
+  :data:`ETA` per rung up to all rows (the first rung at least :data:`MIN_ROWS` rows
+  and :data:`ROWS_PER_CLASS` per class); the best ``1 / ETA`` (at least one) go on;
 * a candidate that fails (e.g. more planes than the rank allows) is skipped with a
   line in the table, never aborting the search;
 * before a rung starts, its cost is predicted from the last rung's (the same
   work: ``ETA`` times fewer candidates on ``ETA`` times more rows, times
   :data:`GROWTH` for the superlinear solvers); when it would not fit in what is
-  left of the budget the search stops, and within a rung no candidate starts once
+  left of the budget, the rung runs only its best-ranked candidates that fit (at
+  least two; else the search stops), and within a rung no candidate starts once
   the budget is spent.  The winner is the best candidate of the highest rung run
   to its end (the first rung's best when none was);
 * a budget too small for even one candidate fits the cheapest applicable method
@@ -57,11 +59,13 @@ from lcoding.core.rows import Rows, as_labels, as_rows
 from lcoding.core.seeds import PURPOSE_SELECT, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.local.anchors import dense_rows
+from lcoding.methods.defaults import llsvm_default_options
 from lcoding.methods.local_search import coding_scale, find_local_parameters
 from lcoding.training import cross_validation, train_model
 
 ETA = 3                   # 1 / ETA of the candidates survive a rung; rows grow ETA-fold
-MIN_ROWS = 600            # rows of the first rung (all rows when there are fewer)
+MIN_ROWS = 600            # rows of the first rung (all rows when there are fewer) ...
+ROWS_PER_CLASS = 50       # ... and at least this many per class (letter: 26 classes, 1300)
 KPCA_MAX_FEATURES = 64   # the kernel PCA map is a candidate for at most this many features
 KPCA_MIN_DENSITY = 0.5   # ... stored as at least this fraction of non-zero values
 KPCA_LANDMARKS = 1000    # -X of that candidate (InvariantSVC's default)
@@ -120,7 +124,8 @@ def _width(rows: Rows, k: int, rng: np.random.Generator) -> float:
 
 def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     """The candidates for these rows: the linear SVM, LL-SVM with the Gaussian and the
-    inverse-distance codings (the Gaussian width from the training rows), the k*
+    inverse-distance codings (the Gaussian width from the training rows; also
+    ``LocallyLinearSVC()``'s data-scaled defaults), the k*
     coding, the Hellinger map first when every value is >= 0, anchor planes when
     there are enough features for planes, and the RBF kernel PCA map when there are
     few dense features.  Cheapest first (ties in the CV error go
@@ -136,6 +141,10 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
             for c in ("1", "10"):
                 out.append(f"-s 1 -L 2 -B 1 -A {anchors} -k {k} -u {float_text(float(f'{u:.2g}'))} "
                            f"-c {c}")
+    # LocallyLinearSVC()'s defaults: sqrt(n) anchors (>= 4 per class), 16 neighbours,
+    # the width and C scaled to the data (lcoding.methods.defaults) -- the selector
+    # then never does worse on its folds than the estimator at its defaults
+    out.append(llsvm_default_options(rows, int(np.unique(y).size), seed))
     out += [f"-s 1 -L 1 -B 1 -A {A} -k {k} -u 1 -c {c}" for c in ("1", "10")]
     out.append(f"-s 1 -L 3 -B 1 -A {max(1, A // 2)} -u {float_text(beta)} -c 1")
     if rows.data.size and float(rows.data.min()) >= 0:
@@ -164,11 +173,12 @@ def _gamma_scale(rows: Rows) -> float:
     return 1.0 / (d * var) if var > 0 else 1.0
 
 
-def _rung_sizes(n: int, n_candidates: int) -> list:
+def _rung_sizes(n: int, n_candidates: int, n_classes: int = 2) -> list:
+    least = max(MIN_ROWS, ROWS_PER_CLASS * n_classes)
     rungs = 1
-    while n / ETA ** rungs >= MIN_ROWS and n_candidates / ETA ** rungs > 1:
+    while n / ETA ** rungs >= least and n_candidates / ETA ** rungs > 1:
         rungs += 1
-    return [n if r == rungs - 1 else max(MIN_ROWS, int(n / ETA ** (rungs - 1 - r)))
+    return [n if r == rungs - 1 else max(least, int(n / ETA ** (rungs - 1 - r)))
             for r in range(rungs)]
 
 
@@ -236,20 +246,30 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         raise ValueError("select: no candidates")
     order = np.random.Generator(
         np.random.PCG64(rng_state(seed, PURPOSE_SELECT, ORDER_STREAM)[0])).permutation(n)
-    sizes = _rung_sizes(n, len(cands))
+    sizes = _rung_sizes(n, len(cands), int(np.unique(y).size))
     trials: list = []
     survivors = list(range(len(cands)))
     best_complete: tuple | None = None        # (error, candidate index, rung)
     first_rung_best: tuple | None = None
-    note = ""
+    notes = []                  # what the budget did, in order
     last_cost = None
     out_of_budget = False
     for r, n_r in enumerate(sizes):
         elapsed = time.perf_counter() - t_start
         if last_cost is not None and elapsed + GROWTH * last_cost > budget_s:
-            note = (f"stopped before rung {r} ({len(survivors)} candidates on {n_r} rows): "
-                    f"predicted {GROWTH * last_cost:.1f} s, {budget_s - elapsed:.1f} s left")
-            break
+            # the whole rung does not fit: run its best-ranked candidates that do (at
+            # least two, or there is nothing to compare), else stop
+            per = GROWTH * last_cost / len(survivors)
+            fit = int((budget_s - elapsed) // per) if per > 0 else 0
+            if fit < 2:
+                notes.append(f"stopped before rung {r} ({len(survivors)} candidates on {n_r} "
+                             f"rows): predicted {GROWTH * last_cost:.1f} s, "
+                             f"{budget_s - elapsed:.1f} s left")
+                break
+            notes.append(f"rung {r} ran the best {fit} of its {len(survivors)} candidates "
+                         f"(budget: predicted {GROWTH * last_cost:.1f} s, "
+                         f"{budget_s - elapsed:.1f} s left)")
+            survivors = survivors[:fit]
         ids = np.sort(order[:n_r])
         sub_y, sub_rows = y[ids], rows.take(ids)
         t_rung = time.perf_counter()
@@ -283,7 +303,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         if r == 0 and results:
             first_rung_best = (results[0][0], results[0][1], 0)
         if out_of_budget:
-            note = f"budget spent during rung {r}; the winner comes from the last complete rung"
+            notes.append(f"budget spent during rung {r}; the winner comes from the last "
+                         f"complete rung")
             break
         if results:
             best_complete = (results[0][0], results[0][1], r)
@@ -300,13 +321,13 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             winner = (refined[0], len(cands) - 1, winner[2])
     if winner is None:
         best_options, best_err = CHEAPEST, None
-        note = ("budget too small for even one candidate (or every candidate failed): "
-                f"fitted the cheapest applicable method, {CHEAPEST}")
+        notes.append("budget too small for even one candidate (or every candidate failed): "
+                     f"fitted the cheapest applicable method, {CHEAPEST}")
     else:
         best_err, best_options = winner[0], cands[winner[1]]
     model = None
     if refit:
         model = train_model(y, rows,
                             parse_train_options(best_options + extra + f" -m {int(n_threads)}"))
-    return Selection(best_options, best_err, trials, model, note,
+    return Selection(best_options, best_err, trials, model, "; ".join(notes),
                      time.perf_counter() - t_start)

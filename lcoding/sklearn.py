@@ -45,6 +45,8 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from lcoding.core.options import parse_train_options
 from lcoding.core.rows import as_rows
+from lcoding.methods.defaults import (BETA_SCALE_FACTOR, anchor_distance_scale,
+                                      auto_anchors as _auto_anchors, scale_C)
 from lcoding.io.model_files import model_to_text
 from lcoding.select import select
 from lcoding.training import METHOD_BY_NAME, load_model_file, model_from_text, train_model
@@ -157,65 +159,6 @@ def _as_csr_rows(X, name="X"):
             csr.sort_indices()
         return as_rows(csr, name)
     return as_rows(np.asarray(X, dtype=np.float64), name)
-
-
-def _mean_sq_norm(rows) -> float:
-    """Mean squared Euclidean norm of the rows."""
-    if rows.n_rows == 0:
-        return 0.0
-    return float(np.dot(rows.data, rows.data)) / rows.n_rows
-
-
-def _total_variance(rows) -> float:
-    """Sum of the feature variances of the rows (the trace of their covariance)."""
-    n = rows.n_rows
-    if n == 0:
-        return 0.0
-    mean = np.bincount(rows.indices, weights=rows.data, minlength=rows.n_features) / n
-    return max(float(np.dot(rows.data, rows.data)) / n - float(np.dot(mean, mean)), 0.0)
-
-
-def _dense_sample(rows, ids) -> np.ndarray:
-    sub = rows.take(np.asarray(ids, dtype=np.int64))
-    return sub.to_csr().toarray()
-
-
-def _sample_ids(n, size, rng) -> np.ndarray:
-    return np.sort(rng.choice(n, size, replace=False)) if size < n else np.arange(n)
-
-
-def _sq_dists(A, B):
-    """Squared distances between the rows of dense ``A`` and ``B``."""
-    d = (np.einsum("ij,ij->i", A, A)[:, None] - 2.0 * (A @ B.T)
-         + np.einsum("ij,ij->i", B, B)[None, :])
-    return np.maximum(d, 0.0)
-
-
-def _anchor_distance_scale(rows, n_anchors, k, seed, kernel_map_rows=None) -> float:
-    """Median over a sample of training rows of the mean squared distance to their
-    ``k`` nearest anchors, the anchors from a few Lloyd steps of k-means on a
-    subsample (the scale of ``beta='scale'``, ``mu='scale'``)."""
-    rows = rows if kernel_map_rows is None else kernel_map_rows
-    n, d = rows.n_rows, rows.n_features
-    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 77])
-    budget = max(1000, int(2e7 // max(d, 1)))          # at most ~160 MB dense
-    m = min(n_anchors, n)
-    fit_ids = _sample_ids(n, min(n, max(10 * m, 2000), budget), rng)
-    X = _dense_sample(rows, fit_ids)
-    centres = X[rng.choice(X.shape[0], m, replace=False)].copy()
-    for _ in range(5):
-        lab = np.argmin(_sq_dists(X, centres), axis=1)
-        counts = np.bincount(lab, minlength=m)
-        sums = np.zeros_like(centres)
-        np.add.at(sums, lab, X)
-        full = counts > 0
-        centres[full] = sums[full] / counts[full, None]
-    probe = X[:min(X.shape[0], 2000)]
-    D = _sq_dists(probe, centres)
-    kk = max(1, min(k, m))
-    near = np.partition(D, kk - 1, axis=1)[:, :kk] if kk < m else D
-    scale = float(np.median(near.mean(axis=1)))
-    return scale if scale > 0 else 1.0
 
 
 def _ensure_log_handler():
@@ -652,25 +595,6 @@ def _data(rows, what):
 
 
 # --------------------------------------------------------------- shared resolvers
-# defaults chosen by cross-validation on training data only (benchmarks/results/notes/
-# defaults.md); they are constants of this module, not of the option table
-AUTO_ANCHORS_MIN = 16
-AUTO_ANCHORS_MAX = 200
-AUTO_ANCHORS_PER_SQRT_N = 1.0
-AUTO_ANCHORS_PER_CLASS = 4
-BETA_SCALE_FACTOR = 2.0
-C_SCALE_FACTOR = 100.0
-C_SCALE_BY = "variance"
-
-
-def _auto_anchors(n, n_classes) -> int:
-    """``n_anchors='auto'``: ``sqrt(n)``, at least 4 per class and 16, at most 200
-    (and at most n)."""
-    m = max(AUTO_ANCHORS_PER_SQRT_N * math.sqrt(n), AUTO_ANCHORS_PER_CLASS * n_classes,
-            AUTO_ANCHORS_MIN)
-    return int(min(n, AUTO_ANCHORS_MAX, round(m)))
-
-
 _LOSS_SVC = {"squared_hinge": "l2", "hinge": "l1"}
 
 
@@ -835,7 +759,8 @@ class LocallyLinearSVC(_LcodingClassifier):
         if value == "scale":
             if own not in ("beta", "mu"):
                 raise ValueError(f"{own}='scale' is only for beta and mu")
-            scale = _anchor_distance_scale(_data(rows, own), n_anchors, k, seed, km_rows)
+            scale = anchor_distance_scale(km_rows if km_rows is not None else _data(rows, own),
+                                          n_anchors, k, seed)
             return BETA_SCALE_FACTOR / scale, True
         low = None if own == "power" else 0
         return float(_check_number(own, value, low=low)), False
@@ -889,8 +814,7 @@ class LocallyLinearSVC(_LcodingClassifier):
                 raise ValueError(f"C={self.C!r}: must be a positive number or 'scale'")
             r = km_rows if km_rows is not None else _data(rows, "C='scale'")
             B = float(self.intercept_scaling) if self.fit_intercept else 0.0
-            spread = _total_variance(r) if C_SCALE_BY == "variance" else _mean_sq_norm(r)
-            C = C_SCALE_FACTOR / max(spread + B * B, 1e-12)
+            C = scale_C(r, B)
             resolved["C_"] = C
             return C
         return float(_check_number("C", self.C, low=0, low_open=True))
@@ -1122,8 +1046,8 @@ class LLCJointSVC(_LcodingClassifier):
         value = getattr(self, own)
         value = "scale" if value is None else value
         if value == "scale":
-            scale = _anchor_distance_scale(_data(rows, own), m, k, _seed(self.random_state),
-                                           km_rows)
+            scale = anchor_distance_scale(km_rows if km_rows is not None else _data(rows, own),
+                                          m, k, _seed(self.random_state))
             u = BETA_SCALE_FACTOR / scale
             resolved[f"{own}_"] = u
         else:

@@ -241,23 +241,39 @@ class KernelMap:
         nnz = rows.data.shape[0] * w
         if self.output_features(rows.n_features) > np.iinfo(np.int32).max:
             raise ValueError("the kernel map output exceeds the int32 feature index range")
+        # one value per input value (Hellinger): the pattern is the input's, so the
+        # mapped rows share its indices and indptr (on MNIST x 21 shifts, 765 MB less)
+        same_pattern = w == 1
+        chunk = 4 * RANGE_CHUNK
         try:
             data = np.empty(nnz)
-            indices = np.empty(nnz, dtype=np.int32)
+            if same_pattern:
+                most = max((int(rows.indptr[min(rows.n_rows, a + chunk)] - rows.indptr[a])
+                            for a in range(0, rows.n_rows, chunk)), default=0)
+                indices = np.empty(most, dtype=np.int32)      # scratch per chunk
+            else:
+                indices = np.empty(nnz, dtype=np.int32)
         except MemoryError:
             raise MemoryError(f"-K {self.kind} -O {self.order}: the mapped rows need {nnz} "
                               f"values ({nnz * 12 / 2 ** 30:.1f} GiB)") from None
-        indptr = np.empty(rows.n_rows + 1, dtype=np.int64)
+        indptr = np.empty((chunk if same_pattern else rows.n_rows) + 1, dtype=np.int64)
         # in chunks of rows (each row's values keep their place: value p of the input
         # becomes values p*w .. p*w+w-1), with a Ctrl-C check between them
-        for a in range(0, rows.n_rows, 4 * RANGE_CHUNK):
+        for a in range(0, rows.n_rows, chunk):
             check_stop()
-            b = min(rows.n_rows, a + 4 * RANGE_CHUNK)
+            b = min(rows.n_rows, a + chunk)
             p0, p1 = int(rows.indptr[a]) * w, int(rows.indptr[b]) * w
             part = row_slice(rows, a, b)
+            if same_pattern:
+                _kernel_map.homogeneous_map(part.data, part.indices, part.indptr, self.kappa,
+                                            self.step, data[p0:p1], indices[:p1 - p0],
+                                            indptr[:b - a + 1])
+                continue
             _kernel_map.homogeneous_map(part.data, part.indices, part.indptr, self.kappa,
                                         self.step, data[p0:p1], indices[p0:p1], indptr[a:b + 1])
             indptr[a:b + 1] += p0
+        if same_pattern:
+            return Rows(data, rows.indices, rows.indptr, self.output_features(rows.n_features))
         if rows.n_rows == 0:
             indptr[0] = 0
         return Rows(data, indices, indptr, self.output_features(rows.n_features))

@@ -157,6 +157,8 @@ def test_bad_inputs_raise_before_anything_is_scheduled():
             ldask.train(y, X, options, client=nc)
     with pytest.raises(ValueError, match="-k 200"):      # the method's own checks run too
         ldask.train(y, X, "-L 2 -A 10 -k 200", client=nc)
+    with pytest.raises(ValueError, match="strategy='threads' must be one of"):
+        ldask.train(y, X, "-s 1", client=nc, strategy="threads")
 
 
 def test_no_client_is_a_clear_error(monkeypatch):
@@ -222,7 +224,58 @@ def test_dataframes(client, shared_data):
     assert framed.nr_feature == 2 and framed.label.tolist() == arrays.label.tolist()
 
 
-def test_labels_found_in_some_chunks_only(client):
+@pytest.mark.parametrize("options", ["-s 1 -L 2 -a 3 -A 20 -k 4 -u 0.05 -c 1 -B 1",
+                                     "-s 3 -L 6 -A 12 -k 3 -u 0.1 -c 1",
+                                     "-s 1 -c 1 -B 1"])
+def test_classes_strategy_gives_the_single_process_model(client, shared_data, options):
+    """Strategy "classes" (the default for several problems): every worker solves
+    whole one-vs-rest problems on all rows.  With the anchors from all rows
+    (sample_size >= n) and the chunks in row order, the model is the one-process
+    model bit for bit -- the same objective, in the time of -m threads."""
+    y, X, ty, tX = shared_data("usps")
+    y, X = y[:1500], X[:1500]
+    single = train_model(y, rows_from_sparse(X), parse_train_options(options + " -q"),
+                         Messages(True))
+    Xd, yd = _dask(X, y, 3)
+    solved = []
+    model = ldask.train(yd, Xd, options + " -q -m 2", client=client, timeout=WAIT,
+                        sample_size=X.shape[0], progress=lambda i, left: solved.append(left))
+    assert type(model) is type(single)
+    assert np.array_equal(model.label, single.label)
+    assert np.array_equal(model.w, single.w)
+    if isinstance(model, LocalModel):
+        assert np.array_equal(model.coding.anchors, single.coding.anchors)
+    assert solved == list(range(9, -1, -1))      # one call per solved problem
+
+
+def test_classes_strategy_survives_a_killed_worker(client, shared_data):
+    """A worker killed after the first problem is solved: its tasks are pure, Dask
+    recomputes them elsewhere, and the model is still the one-process model."""
+    y, X, ty, tX = shared_data("usps")
+    y, X = y[:1500], X[:1500]
+    options = "-s 1 -L 2 -A 20 -k 4 -u 0.05 -c 1 -B 1 -q"
+    single = train_model(y, rows_from_sparse(X), parse_train_options(options), Messages(True))
+    Xd, yd = _dask(X, y, 2)
+    killed = []
+
+    def progress(step, left):
+        if step == 1 and not killed:
+            pids = client.run(os.getpid)
+            os.kill(pids[sorted(pids)[0]], signal.SIGKILL)
+            killed.append(step)
+
+    try:
+        model = ldask.train(yd, Xd, options, client=client, timeout=WAIT,
+                            sample_size=X.shape[0], progress=progress, strategy="classes")
+    except (RuntimeError, OSError) as err:       # a clear error is the other outcome
+        assert "lcoding.dask" in str(err) or "worker" in str(err).lower()
+        return
+    assert killed
+    assert np.array_equal(model.w, single.w)
+
+
+@pytest.mark.parametrize("strategy", ["cocoa", "classes"])
+def test_labels_found_in_some_chunks_only(client, strategy):
     rng = np.random.default_rng(3)
     X = rng.random((600, 3))
     y = np.where(X[:, 0] > 0.5, 4.0, 2.0)
@@ -232,8 +285,7 @@ def test_labels_found_in_some_chunks_only(client):
                          parse_train_options("-s 1 -c 1 -B 1 -q"), Messages(True))
     Xd = da.from_array(X, chunks=(200, 3))
     model = ldask.train(da.from_array(y, chunks=200), Xd, "-s 1 -c 1 -B 1 -q", client=client,
-                        timeout=WAIT,
-                        local_passes=10)
+                        timeout=WAIT, local_passes=10, strategy=strategy)
     assert model.label.tolist() == single.label.tolist() == [2, 4, 9]
     assert model.w.shape == single.w.shape
     agree = np.mean(ldask.predict(model, Xd).compute() == y)

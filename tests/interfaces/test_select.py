@@ -132,6 +132,7 @@ def test_the_selector_draws_from_its_own_seed_purpose(monkeypatch):
         return sub_y.copy()
 
     monkeypatch.setattr(sel, "MIN_ROWS", 20)
+    monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
     monkeypatch.setattr(sel, "cross_validation", record)
     cands = [f"-s 2 -B 1 -c {c}" for c in (0.1, 0.3, 1, 3, 10, 30, 100, 300, 1000)]
     sel.select(y, X, budget_s=60, seed=4, candidates=cands, refit=False, refine_C=False)
@@ -158,3 +159,53 @@ def test_a_winner_without_a_local_coding_is_not_refined(small):
                         candidates=["-s 1 -t 2 -g 1 -X 50 -B 1 -c 1"])
     assert result.best_options == "-s 1 -t 2 -g 1 -X 50 -B 1 -c 1"
     assert result.model is not None
+
+
+def test_the_estimator_defaults_are_a_candidate(small):
+    """The selector always tries what LocallyLinearSVC() would fit (the same option
+    string, from lcoding.methods.defaults), so on its folds it never does worse than
+    the estimator at its defaults."""
+    from lcoding.sklearn import LocallyLinearSVC
+    y, X = small
+    est = LocallyLinearSVC(random_state=1).fit(X, y)
+    expected = est.to_options().replace(" -S 1 -q", "")
+    assert expected in sel.candidate_options(y, _rows(X), seed=1)
+
+
+def test_the_first_rung_has_rows_for_every_class():
+    """Many classes (letter: 26): the first rung holds at least ROWS_PER_CLASS rows
+    per class, not MIN_ROWS in all."""
+    sizes = sel._rung_sizes(16000, 30, 26)
+    assert sizes[0] >= sel.ROWS_PER_CLASS * 26 and sizes[-1] == 16000
+    assert sel._rung_sizes(16000, 30, 2)[0] == max(sel.MIN_ROWS, 16000 // 9)
+
+
+def test_a_rung_that_does_not_fit_runs_its_best_candidates(monkeypatch):
+    """When the budget cannot hold a whole rung, the rung runs its best-ranked
+    survivors that fit (a fake clock: a cross-validation costs 1 s per 100 rows)."""
+    import types
+    clock = [0.0]
+    monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    y = (X[:, 0] > 0).astype(float)
+    cands = [f"-s 2 -B 1 -c {c}" for c in (1, 2, 3, 4, 5, 6, 7, 8, 9)]
+
+    def fake_cv(sub_y, sub_rows, params, nr_fold):
+        clock[0] += sub_rows.n_rows / 100
+        wrong = int(sub_y.size * abs(params.C - 3.0) / 20)     # C = 3 is best, then 2 and 4
+        out = sub_y.copy()
+        out[:wrong] = 1.0 - out[:wrong]
+        return out
+
+    monkeypatch.setattr(sel, "MIN_ROWS", 100)
+    monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
+    monkeypatch.setattr(sel, "cross_validation", fake_cv)
+    # rung 0: 9 x 300 rows = 27 s; rung 1 (3 x 900 rows) predicted 1.5 x 27 s = 40.5 s
+    result = sel.select(y, X, budget_s=55, seed=1, candidates=cands, refit=False,
+                        refine_C=False)
+    rung1 = [t for t in result.trials if t.rung == 1]
+    assert [t.options for t in rung1] == ["-s 2 -B 1 -c 3", "-s 2 -B 1 -c 2"]
+    assert all(t.n_rows == 900 for t in rung1)
+    assert "ran the best 2 of its 3 candidates" in result.note
+    assert result.best_options == "-s 2 -B 1 -c 3"

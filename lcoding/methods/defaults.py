@@ -1,0 +1,116 @@
+"""Data-scaled defaults of the locally linear methods: the number of anchors, the
+Gaussian coding's width and ``C`` from the training rows.
+
+They are what the scikit-learn estimators use for ``n_anchors='auto'``,
+``beta='scale'`` / ``mu='scale'`` and ``C='scale'`` (:mod:`lcoding.sklearn`), and one
+of the candidates the automatic selector (:mod:`lcoding.select`) always tries.  The
+constants were chosen by cross-validation on training data only
+(``benchmarks/results/notes/defaults.md``); they are not option-table defaults (an
+option string that leaves ``-A``, ``-u`` or ``-c`` out keeps LIBLINEAR's meaning).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from lcoding.core.options import float_text
+from lcoding.core.rows import Rows
+
+AUTO_ANCHORS_MIN = 16
+AUTO_ANCHORS_MAX = 200
+AUTO_ANCHORS_PER_SQRT_N = 1.0
+AUTO_ANCHORS_PER_CLASS = 4
+BETA_SCALE_FACTOR = 2.0
+C_SCALE_FACTOR = 100.0
+C_SCALE_BY = "variance"
+# LocallyLinearSVC()'s nearest anchors per row
+DEFAULT_NEIGHBORS = 16
+
+
+def auto_anchors(n: int, n_classes: int | None) -> int:
+    """``n_anchors='auto'``: ``sqrt(n)``, at least 4 per class and 16, at most 200
+    (and at most n)."""
+    m = max(AUTO_ANCHORS_PER_SQRT_N * math.sqrt(n), AUTO_ANCHORS_PER_CLASS * (n_classes or 0),
+            AUTO_ANCHORS_MIN)
+    return int(min(n, AUTO_ANCHORS_MAX, round(m)))
+
+
+def mean_sq_norm(rows: Rows) -> float:
+    """Mean squared Euclidean norm of the rows."""
+    if rows.n_rows == 0:
+        return 0.0
+    return float(np.dot(rows.data, rows.data)) / rows.n_rows
+
+
+def total_variance(rows: Rows) -> float:
+    """Sum of the feature variances of the rows (the trace of their covariance)."""
+    n = rows.n_rows
+    if n == 0:
+        return 0.0
+    mean = np.bincount(rows.indices, weights=rows.data, minlength=rows.n_features) / n
+    return max(float(np.dot(rows.data, rows.data)) / n - float(np.dot(mean, mean)), 0.0)
+
+
+def scale_C(rows: Rows, bias: float) -> float:
+    """``C='scale'``: 100 / (summed feature variances + bias^2) -- the hinge terms
+    then weigh the same against ``||w||^2`` whatever the units of the features."""
+    spread = total_variance(rows) if C_SCALE_BY == "variance" else mean_sq_norm(rows)
+    return C_SCALE_FACTOR / max(spread + bias * bias, 1e-12)
+
+
+def _dense_sample(rows: Rows, ids) -> np.ndarray:
+    sub = rows.take(np.asarray(ids, dtype=np.int64))
+    return sub.to_csr().toarray()
+
+
+def _sample_ids(n, size, rng) -> np.ndarray:
+    return np.sort(rng.choice(n, size, replace=False)) if size < n else np.arange(n)
+
+
+def _sq_dists(A, B):
+    """Squared distances between the rows of dense ``A`` and ``B``."""
+    d = (np.einsum("ij,ij->i", A, A)[:, None] - 2.0 * (A @ B.T)
+         + np.einsum("ij,ij->i", B, B)[None, :])
+    return np.maximum(d, 0.0)
+
+
+def anchor_distance_scale(rows: Rows, n_anchors: int, k: int, seed: int) -> float:
+    """Median over a sample of training rows of the mean squared distance to their
+    ``k`` nearest anchors, the anchors from a few Lloyd steps of k-means on a
+    subsample (the scale of ``beta='scale'``, ``mu='scale'``)."""
+    n, d = rows.n_rows, rows.n_features
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 77])
+    budget = max(1000, int(2e7 // max(d, 1)))          # at most ~160 MB dense
+    m = min(n_anchors, n)
+    fit_ids = _sample_ids(n, min(n, max(10 * m, 2000), budget), rng)
+    X = _dense_sample(rows, fit_ids)
+    centres = X[rng.choice(X.shape[0], m, replace=False)].copy()
+    for _ in range(5):
+        lab = np.argmin(_sq_dists(X, centres), axis=1)
+        counts = np.bincount(lab, minlength=m)
+        sums = np.zeros_like(centres)
+        np.add.at(sums, lab, X)
+        full = counts > 0
+        centres[full] = sums[full] / counts[full, None]
+    probe = X[:min(X.shape[0], 2000)]
+    D = _sq_dists(probe, centres)
+    kk = max(1, min(k, m))
+    near = np.partition(D, kk - 1, axis=1)[:, :kk] if kk < m else D
+    scale = float(np.median(near.mean(axis=1)))
+    return scale if scale > 0 else 1.0
+
+
+def scale_beta(rows: Rows, n_anchors: int, k: int, seed: int) -> float:
+    """``beta='scale'``: 2 / :func:`anchor_distance_scale`."""
+    return BETA_SCALE_FACTOR / anchor_distance_scale(rows, n_anchors, k, seed)
+
+
+def llsvm_default_options(rows: Rows, n_classes: int, seed: int) -> str:
+    """The option string ``LocallyLinearSVC()`` fits on these rows (Gaussian coding,
+    k-means anchors, dual CD, intercept 1), without ``-S`` / ``-q``."""
+    m = auto_anchors(rows.n_rows, n_classes)
+    k = min(DEFAULT_NEIGHBORS, m)
+    beta = scale_beta(rows, m, k, seed)
+    return (f"-s 1 -L 2 -A {m} -k {k} -u {float_text(beta)} -a 0 "
+            f"-c {float_text(scale_C(rows, 1.0))} -B 1")
