@@ -539,11 +539,13 @@ def table():
              "largest of the driver and the two workers); `CSR` the size of the training "
              "rows as CSR (float64 values, int32 indices); `primal` the sum over the "
              "one-vs-rest problems of the primal objective on the training rows "
-             "(liblinear: its linear model, a different problem; `dask`: anchors learned "
-             "from a 50 000-row sample, so another coding -- its primal is not comparable "
-             "with `m1`/`m2`'s, its test error is).  The `dask` rows are shuffled (seeded) "
-             "before the two chunks are cut.  mnist1260k (1.26M rows) was not run this time "
-             "(the issue's 549 s for `-m 2`, measured before, stands).",
+             "(liblinear: its linear model, a different problem).  `dask`: the default "
+             "strategy (MNIST: \"classes\", whole one-vs-rest problems on the workers; "
+             "skin, binary: CoCoA+), the anchors from all rows, so its MNIST models are "
+             "the `m1` models bit for bit (same primal).  `dask_cocoa`: CoCoA+ rounds over "
+             "the two chunks, anchors from a 50 000-row sample (another coding: its primal "
+             "is not comparable with `m1`/`m2`'s, its test error is), rows shuffled "
+             "(seeded) before the chunks are cut.",
              "",
              "| set | rows | CSR MB | method | mode | train s | CPU s | peak MB | test error % "
              "| primal | load |",

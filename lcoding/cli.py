@@ -14,10 +14,12 @@ import sys
 
 import numpy as np
 
+from lcoding.auto_option import select_from_options
 from lcoding.commonutil import evaluations
 from lcoding.core.messages import Messages
-from lcoding.core.options import (REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError, check_parameter,
-                                  parse_predict_options, parse_train_options, predict_usage, train_usage)
+from lcoding.core.options import (CODING_AUTO, REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError,
+                                  check_parameter, parse_predict_options, parse_train_options,
+                                  predict_usage, train_usage)
 from lcoding.io.atomic import write_text_atomic
 from lcoding.io.model_files import ModelFileError, save_model_file
 from lcoding.io.reader import read_libsvm
@@ -87,9 +89,11 @@ def _train(argv):
         raise _Exit(1, f"ERROR: {str(err).removeprefix('Error: ')}\n") from None
     info = Messages(params.quiet)
     if params.flag_find_parameters and params.coding:
-        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md)
+        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md);
+        # -L auto: the method too (lcoding.auto_option: the selector is above the router)
         print(f"Doing parameter search with {params.nr_fold}-fold cross validation.")
-        result = find_parameters(y, rows, params, info)
+        search = select_from_options if params.coding == CODING_AUTO else find_parameters
+        result = search(y, rows, params, info)
         print(best_parameters_line(params, result), end="")
         return 0
     if params.flag_find_parameters:

@@ -17,13 +17,15 @@ import scipy.sparse as sp
 
 from lcoding import commonutil as _commonutil
 from lcoding import liblinear as _liblinear
+from lcoding.auto_option import select_from_options
 from lcoding.core.rows import as_labels, as_rows
 from lcoding.commonutil import *  # noqa: F401,F403
 from lcoding.commonutil import evaluations
 from lcoding.liblinear import *  # noqa: F401,F403
 from lcoding.liblinear import model, parameter, problem, toPyModel
 from lcoding.core.messages import Messages
-from lcoding.core.options import REGRESSION_SOLVERS, check_parameter, parse_predict_options
+from lcoding.core.options import (CODING_AUTO, REGRESSION_SOLVERS, check_parameter,
+                                  parse_predict_options)
 from lcoding.io.model_files import save_model_file
 from lcoding.linear.param_search import find_parameters as find_linear_parameters
 from lcoding.training import (best_parameters_line, cross_validation, find_parameters,
@@ -66,7 +68,8 @@ def train(arg1, arg2=None, arg3=None):
     ``(best_C, best_p, best_score)`` (``-s 0, 2, 11``, as LIBLINEAR), or with a local
     coding ``-L`` the named tuple ``(best_C, best_options, best_rate)``: the best C, the
     option string that trains the best model (``train(y, x, best_options)``) and its
-    CV accuracy as a fraction (``docs/search.md``).
+    CV accuracy as a fraction (``docs/search.md``); ``-C -L auto [-b seconds]`` returns
+    the same tuple for the method and parameters chosen by :mod:`lcoding.select`.
     """
     if isinstance(arg1, (list, tuple, np.ndarray)):
         if not _is_instances(arg2):
@@ -85,8 +88,10 @@ def train(arg1, arg2=None, arg3=None):
     info = Messages(param.quiet)
 
     if param.flag_find_parameters and param.coding:
-        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md)
-        result = find_parameters(prob.y, prob.rows, param, info)
+        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md);
+        # -L auto: the method too (lcoding.auto_option: the selector is above the router)
+        search = select_from_options if param.coding == CODING_AUTO else find_parameters
+        result = search(prob.y, prob.rows, param, info)
         print(best_parameters_line(param, result))
         return result
     if param.flag_find_parameters:

@@ -1504,9 +1504,10 @@ class AutoLocalClassifier(_LcodingClassifier):
 
     Parameters (option letter)
     --------------------------
-    budget_s : float (no letter)
-        Seconds for the search (the final refit on all rows comes on top).  No rung
-        starts when its predicted time would not fit, no candidate once it is spent;
+    budget_s : float (-b of ``-C -L auto``)
+        Seconds for the search (the final refit on all rows comes on top).  A rung
+        whose predicted time does not fit runs only its best-ranked candidates that
+        do (at least two), no candidate starts once the budget is spent;
         a budget too small for one candidate fits the linear SVM ``-s 2 -B 1 -c 1``
         (``selection_.note`` says so).
     cv : int (-v)
@@ -1534,7 +1535,7 @@ class AutoLocalClassifier(_LcodingClassifier):
     _METHOD = "auto"
     _SAMPLE_WEIGHT = False
     _OPTION_TABLE = (
-        Param("budget_s", None, "seconds for the search (the refit on all rows comes on "
+        Param("budget_s", "-b", "seconds for the search (the refit on all rows comes on "
                                 "top); too small for one candidate: -s 2 -B 1 -c 1"),
         Param("cv", "-v", "folds of the search's cross-validation (>= 2)"),
         Param("n_jobs", "-m", "threads: a rung's candidates side by side, and the refit "

@@ -29,8 +29,8 @@ import numpy as np
 
 from lcoding.core.messages import Messages
 from lcoding.core.model import LinearModel, Model
-from lcoding.core.options import (JOINT_SOLVERS, TRAIN_OPTIONS, SolverType, TrainParams,
-                                  check_parameter)
+from lcoding.core.options import (CODING_AUTO, JOINT_SOLVERS, TRAIN_OPTIONS, SolverType,
+                                  TrainParams, check_parameter)
 from lcoding.core.params import (KernelParams, KQParams, LinearParams, LLCJointParams,
                                  LLSVMParams, OCCParams)
 from lcoding.core.rows import Rows
@@ -100,6 +100,7 @@ MODEL_TYPES = {tag: m.model_class for m in METHODS for tag in m.file_tags}
 
 def select_method(params: TrainParams) -> Method:
     """The method the options ask for (the first row of :data:`METHODS` that applies)."""
+    _refuse_auto(params)
     for method in METHODS:
         if method.applies(params):
             return method
@@ -196,11 +197,23 @@ def find_parameters(y: np.ndarray, rows: Rows, params: TrainParams,
     :class:`~lcoding.methods.local_search.LocalSearchResult` ``(best_C, best_options,
     best_rate)`` (:mod:`lcoding.methods.local_search`).  The interfaces print the
     summary line (:func:`best_parameters_line`)."""
+    _refuse_auto(params)
     info = info if info is not None else Messages(params.quiet)
     if params.coding:
         return run_interruptible(
             lambda: local_search.find_local_parameters(y, rows, params, info)[0])
     return param_search.find_parameters(y, rows, params, info)
+
+
+def _refuse_auto(params: TrainParams) -> None:
+    """``-L auto`` names no method: the selector above this layer (lcoding.select)
+    tries the methods, and only the interfaces send ``-C -L auto`` there -- the
+    router cannot, as lcoding.select imports it.  Without this the LL-SVM row
+    (``coding != 0``) would take it and fail on a coding ``-1``."""
+    if params.coding == CODING_AUTO:
+        raise ValueError("-L auto is no method to train: -C -L auto chooses one through "
+                         "lcoding.select (train and lcoding-train route it there; "
+                         "option -L)")
 
 
 def best_parameters_line(params: TrainParams, result) -> str:

@@ -3,7 +3,10 @@
 Every option string (``train``, ``predict``, the CLI, ``parameter``) is parsed
 against :data:`TRAIN_OPTIONS` / :data:`PREDICT_OPTIONS`; the same tables render
 the CLI usage text and ``docs/options.md``.  LIBLINEAR's letters keep their exact
-meaning; lcoding's own letters collide with nothing in LIBLINEAR or LIBSVM.
+meaning; lcoding's own letters collide with nothing in LIBLINEAR, nor with the
+LIBSVM letters lcoding takes over (``-t -d -g -r``).  One exception to know: the
+training ``-b`` is the budget of ``-C -L auto``, not LIBSVM ``svm-train``'s ``-b``
+(probability estimates), which lcoding does not have.
 
 Parsing errors raise :class:`OptionError` (a ``ValueError``) naming the option.
 Parameter consistency (LIBLINEAR's ``check_parameter``) lives in
@@ -22,6 +25,7 @@ __all__ = [
     "check_parameter", "check_search_parameter", "options_string", "float_text",
     "default_eps", "train_usage", "predict_usage", "options_markdown",
     "SGD_SOLVERS", "JOINT_SOLVERS", "REGRESSION_SOLVERS", "PROBABILITY_SOLVERS",
+    "CODING_AUTO", "AUTO_NR_FOLD",
 ]
 
 
@@ -80,6 +84,16 @@ SGD_SOLVERS = frozenset({30, 32})
 JOINT_SOLVERS = frozenset({31, 33})
 
 
+# ``-L auto`` (with ``-C``): lcoding.select chooses the method and its parameters.  The
+# value params.coding holds for the word: no coding has a negative number, and
+# ``coding != 0`` stays true, so every "is there a local coding" test sends auto to the
+# -C branch of the interfaces, which route it to lcoding.select.
+CODING_AUTO = -1
+# folds of -C -L auto without -v: lcoding.select's default (LIBLINEAR's -C takes 5; the
+# selector runs many candidates, and 3 folds keep their cost down)
+AUTO_NR_FOLD = 3
+
+
 class OptionError(ValueError):
     """A bad option string: unknown letter, missing or malformed value."""
 
@@ -128,6 +142,7 @@ class TrainParams:
     coding_param: float = 1.0      # -u
     anchor_init: int = 0           # -a
     n_threads: int = 1             # -m
+    budget_s: float = 60.0         # -b  seconds of -C -L auto (lcoding.select)
     # LL-SVM extras (issue 4)
     epochs: int = 10               # -E  SGD passes (-s 30, 32)
     t0: float = 0.0                # -T  SGD schedule offset (0: automatic)
@@ -199,14 +214,27 @@ class PredictParams:
 class Domain:
     """The values an option may take: ``choices``, or a range ``[lo, hi]`` whose ends
     are open with ``lo_open`` / ``hi_open`` (``None``: unbounded).  Numbers are
-    always finite (NaN is refused by the parser)."""
+    always finite (NaN is refused by the parser).  ``words``: ``(word, value)`` pairs,
+    a word the parser takes in place of a number and the sentinel value it stores
+    (``-L auto``); the number itself is refused, so only the word gives the value."""
     choices: tuple = ()
     lo: float | None = None
     hi: float | None = None
     lo_open: bool = False
     hi_open: bool = False
+    words: tuple = ()
+
+    def word_value(self, text: str):
+        """The value of the word ``text``, or None when it is not one of the words."""
+        return dict(self.words).get(text)
+
+    def word_of(self, value):
+        """The word whose value is ``value``, or None."""
+        return next((w for w, v in self.words if v == value), None)
 
     def contains(self, value) -> bool:
+        if self.word_of(value) is not None:
+            return True
         if self.choices:
             return value in self.choices
         if not math.isfinite(value):
@@ -219,7 +247,8 @@ class Domain:
 
     def __str__(self) -> str:
         if self.choices:
-            return "one of " + ", ".join(str(c) for c in self.choices)
+            return "one of " + ", ".join([str(c) for c in self.choices]
+                                         + [w for w, _ in self.words])
         if self.lo is not None and self.hi is not None:
             return (f"in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}"
                     f"{')' if self.hi_open else ']'}")
@@ -295,7 +324,11 @@ TRAIN_OPTIONS = (
     Option("-v", "nr_fold", int, "off", "n-fold cross validation mode", metavar="n"),
     Option("-C", "flag_find_parameters", None, "off",
            "find parameters (C for -s 0, 2 and C, p for -s 11; with a local coding -L: C, "
-           "the coding's -u and the anchors -A, with -s 1 or 3; see docs/search.md)"),
+           "the coding's -u and the anchors -A, with -s 1 or 3; with -L auto: the method "
+           "too; see docs/search.md)"),
+    Option("-b", "budget_s", float, "60",
+           "time budget in seconds of -C -L auto (automatic method selection)",
+           origin="lcoding", metavar="seconds", domain=_at_least(0, open_=True)),
     Option("-q", "quiet", None, "off", "quiet mode (no outputs)"),
     Option("-S", "seed", int, "1",
            "random seed for sample order, cross-validation folds and anchors; the same "
@@ -304,8 +337,11 @@ TRAIN_OPTIONS = (
            "local coding: 0 none (plain linear model), 1 kNN inverse distance (LL-SVM), "
            "2 kNN Gaussian soft assignment (LLC-SAPL), 3 k* optimal (LLC-JO), 4 G-OCC planes, "
            "5 C-OCC planes, 6 LLC reconstruction; codings 1, 2, 6 train with -s 1, 3 "
-           "(one-vs-rest dual CD), 4 (Crammer-Singer dual CD) or 30, 32 (SGD)",
-           origin="lcoding", metavar="coding", group="local", domain=_choices(0, 1, 2, 3, 4, 5, 6)),
+           "(one-vs-rest dual CD), 4 (Crammer-Singer dual CD) or 30, 32 (SGD); auto (with -C "
+           "only): choose the method and its parameters by cross-validation within the -b "
+           "budget (lcoding.select)",
+           origin="lcoding", metavar="coding", group="local",
+           domain=Domain(choices=(0, 1, 2, 3, 4, 5, 6), words=(("auto", CODING_AUTO),))),
     Option("-A", "n_anchors", int, "100", "number of anchor points (planes for -L 4, 5)",
            origin="lcoding", metavar="n", group="local", domain=_at_least(1)),
     Option("-k", "n_neighbors", int, "8", "nearest anchors used by codings 1, 2, 6; "
@@ -505,7 +541,13 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
                 p.quiet = True
             i += 1
             continue
-        value = _convert(tok, opt.kind, _value(argv, i, tok))
+        text = _value(argv, i, tok)
+        value = opt.domain.word_value(text) if opt.domain is not None else None
+        if value is None:
+            value = _convert(tok, opt.kind, text)
+            if opt.domain is not None and opt.domain.word_of(value) is not None:
+                # the sentinel's number (-L -1) is not the word: only "auto" means auto
+                raise _domain_error(opt, value)
         if tok == "-s":
             try:
                 value = int(SolverType(value))
@@ -526,7 +568,7 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
         i += 2
     if p.flag_find_parameters:
         if not p.flag_cross_validation:
-            p.nr_fold = 5
+            p.nr_fold = AUTO_NR_FOLD if p.coding == CODING_AUTO else 5
         if p.coding != 0:
             # a local coding: the search of lcoding.methods.local_search, whose
             # solvers (-s 1, 3; default 1) check_parameter checks
@@ -574,8 +616,12 @@ def check_domains(params) -> None:
         if opt.unset is not None and value == opt.unset:
             continue
         if not opt.domain.contains(value):
-            shown = f"{value:g}" if isinstance(value, float) else str(value)
-            raise OptionError(f"option {opt.flag} {shown}: must be {opt.domain}")
+            raise _domain_error(opt, value)
+
+
+def _domain_error(opt: Option, value) -> OptionError:
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return OptionError(f"option {opt.flag} {shown}: must be {opt.domain}")
 
 
 def check_parameter(params: TrainParams, bias: float | None = None) -> None:
@@ -611,6 +657,14 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
     for label, weight in zip(params.weight_label, params.weight):
         if not (weight >= 0 and math.isfinite(weight)):
             raise ValueError(f"Error: weight of class {label} must be finite and >= 0 (option -w{label})")
+    if params.coding == CODING_AUTO and not params.flag_find_parameters:
+        # "auto" is no coding a model could be trained with: only the search picks one
+        raise ValueError("-L auto selects a method by cross-validation: it needs -C "
+                         "(options -L, -C)")
+    if "-b" in params.given and params.coding != CODING_AUTO:
+        # a budget nothing reads would look like it bounded the training time
+        raise ValueError("-b is the time budget of automatic method selection: it only "
+                         "applies to -C -L auto (option -b)")
     if params.flag_find_parameters:
         check_search_parameter(params)
 
@@ -622,7 +676,11 @@ LOCAL_SEARCH_SOLVERS = (1, 3)
 def check_search_parameter(params) -> None:
     """What ``-C`` can search: LIBLINEAR's -s 0, 2, 11 (linear), or a local coding
     ``-L 1, 2, 3, 6`` (LL-SVM) / ``-L 4, 5`` (anchor planes) with ``-s 1`` or ``3``.
-    A ValueError names the option that cannot be searched."""
+    A ValueError names the option that cannot be searched.  ``-L auto`` searches
+    anything: the selector chooses the method, and the interfaces name the method
+    options it ignores."""
+    if params.coding == CODING_AUTO:
+        return
     if params.kernel_type >= 0 or params.invariance or params.tangents:
         raise ValueError("-C: the parameter search cannot be combined with a kernel (-t) "
                          "or an invariance method (-H, -J)")
@@ -661,6 +719,10 @@ def options_string(params, drop=()) -> str:
             out.append(flag)
             continue
         value = getattr(params, opt.attr)
+        word = opt.domain.word_of(value) if opt.domain is not None else None
+        if word is not None:         # -L auto: the number would not parse back
+            out.append(f"{flag} {word}")
+            continue
         out.append(f"{flag} {int(value)}" if opt.kind is int else f"{flag} {float_text(value)}")
     return " ".join(out)
 

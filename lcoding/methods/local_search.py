@@ -458,7 +458,11 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
 
 def best_parameters_line(result: LocalSearchResult) -> str:
     """The summary the interfaces print after ``-C`` with a local coding (LIBLINEAR's
-    ``Best C = ...  CV accuracy = ...%`` and the options of the best model)."""
-    return "Best C = %g  CV accuracy = %g%%  Best options: %s\n" % (
-        result.best_C, 100.0 * result.best_rate, result.best_options)
+    ``Best C = ...  CV accuracy = ...%`` and the options of the best model).  A rate
+    of NaN is a winner no cross-validation measured (``-C -L auto`` with a budget
+    too small for one candidate): "not measured", not "nan%"."""
+    rate = ("not measured" if math.isnan(result.best_rate)
+            else "%g%%" % (100.0 * result.best_rate))
+    return "Best C = %g  CV accuracy = %s  Best options: %s\n" % (
+        result.best_C, rate, result.best_options)
 

@@ -59,7 +59,12 @@ def test_cross_validation_prints_accuracy(files, capsys):
     (["-c", "1", "--help", "FILE"], 0, "out", "Usage: lcoding-train"),
     (["-Z", "3", "FILE"], 1, "err", "option -Z 3: must be one of 0, 1"),
     (["-x", "5", "FILE"], 1, "err", "option -x 5: must be one of 0, 1"),
-    (["-L", "9", "FILE"], 1, "err", "option -L 9: must be one of 0, 1, 2, 3, 4, 5, 6"),
+    (["-L", "9", "FILE"], 1, "err", "option -L 9: must be one of 0, 1, 2, 3, 4, 5, 6, auto"),
+    (["--help"], 0, "out", "-b seconds : time budget in seconds of -C -L auto"),
+    (["-L", "auto", "FILE"], 1, "err", "ERROR: -L auto selects a method by cross-validation: "
+                                       "it needs -C (options -L, -C)"),
+    (["-b", "5", "FILE"], 1, "err", "only applies to -C -L auto (option -b)"),
+    (["-C", "-L", "auto", "-b", "0", "FILE"], 1, "err", "option -b 0: must be > 0"),
     (["-y", "1", "-Q"], 1, "err", "option -Q needs a value"),
     (["-c", "0", "FILE"], 1, "err", "ERROR: C <= 0"),
     (["FILE_MISSING"], 1, "err", "can't open input file"),
@@ -70,6 +75,23 @@ def test_train_errors_and_exit_codes(files, capsys, argv, code, where, text):
     assert train_main(argv) == code
     cap = capsys.readouterr()
     assert text in (cap.out if where == "out" else cap.err)
+
+
+def test_C_L_auto_prints_the_search_and_writes_no_model(files, monkeypatch, capsys):
+    """LIBLINEAR's -C: the lines of the search and the best one, no model file."""
+    from lcoding import select
+    folder, train_file = files
+    monkeypatch.chdir(folder)
+    # two linear candidates: 6 rows hold no anchors, and the run stays short
+    monkeypatch.setattr(select, "candidate_options",
+                        lambda y, rows, seed=1: ["-s 2 -B 1 -c 1", "-s 2 -B 1 -c 10"])
+    assert train_main(["-C", "-L", "auto", "-b", "60", "-m", "2", train_file]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Doing parameter search with 3-fold cross validation.\n")
+    assert "rung 0 rows 6: -s 2 -B 1 -c 1: CV error " in out
+    assert out.splitlines()[-1].startswith("Best C = ")
+    assert "Best options: -s 2 -B 1 -c " in out
+    assert sorted(p.name for p in folder.iterdir()) == ["toy.train"]
 
 
 def test_train_bad_file_names_the_line(tmp_path, capsys):

@@ -145,7 +145,7 @@ def test_the_selector_draws_from_its_own_seed_purpose(monkeypatch):
 def test_the_kernel_pca_map_is_a_candidate_for_few_dense_features(small):
     y, X = small
     dense = sel.candidate_options(y, _rows(X), seed=1)
-    assert sum(" -t 2 " in c for c in dense) == 4
+    assert sum(" -t 2 " in c for c in dense) == 6
     import scipy.sparse as sp
     wide = sp.random(300, 200, density=0.05, format="csr", random_state=0)
     assert not any(" -t 2 " in c for c in sel.candidate_options(np.arange(300) % 2, _rows(wide)))
@@ -209,3 +209,88 @@ def test_a_rung_that_does_not_fit_runs_its_best_candidates(monkeypatch):
     assert all(t.n_rows == 900 for t in rung1)
     assert "ran the best 2 of its 3 candidates" in result.note
     assert result.best_options == "-s 2 -B 1 -c 3"
+
+
+# -- the option form -C -L auto of train and lcoding-train --------------------------------
+
+# a short fixed list: a generous budget runs all of it, so the winner does not hang on
+# the machine's speed, and the run stays fast
+FIXED_CANDIDATES = ["-s 2 -B 1 -c 0.1", "-s 2 -B 1 -c 1", "-s 2 -B 1 -c 10",
+                    "-s 1 -L 2 -A 10 -k 4 -u 1 -c 1 -B 1"]
+
+
+@pytest.fixture
+def fixed_candidates(monkeypatch):
+    monkeypatch.setattr(sel, "candidate_options", lambda y, rows, seed=1: list(FIXED_CANDIDATES))
+
+
+def test_L_auto_is_an_option_of_C_and_b_its_budget():
+    from lcoding.core.options import (CODING_AUTO, OptionError, check_parameter,
+                                      options_string)
+    params = parse_train_options("-C -L auto -b 20")
+    check_parameter(params)
+    assert params.coding == CODING_AUTO and params.budget_s == 20.0
+    assert params.nr_fold == 3 and parse_train_options("-C -L auto -v 4").nr_fold == 4
+    assert options_string(params) == "-C -L auto -b 20"       # the word parses back
+    assert parse_train_options("-C -L auto").budget_s == 60.0
+    with pytest.raises(ValueError, match=r"-L auto selects a method .*needs -C \(options -L, -C\)"):
+        check_parameter(parse_train_options("-L auto"))
+    with pytest.raises(ValueError, match=r"only applies to -C -L auto \(option -b\)"):
+        check_parameter(parse_train_options("-C -L 2 -b 20"))
+    with pytest.raises(ValueError, match=r"only applies to -C -L auto \(option -b\)"):
+        check_parameter(parse_train_options("-b 20"))
+    with pytest.raises(OptionError, match="option -b 0: must be > 0"):
+        parse_train_options("-C -L auto -b 0")
+    # the sentinel's number is not the word
+    with pytest.raises(OptionError, match="option -L -1: must be one of 0, 1, 2, 3, 4, 5, 6, auto"):
+        parse_train_options("-C -L -1")
+    with pytest.raises(OptionError, match="option -L: 'Auto' is not a valid integer"):
+        parse_train_options("-C -L Auto")
+
+
+def test_L_auto_is_no_method_of_the_router(small):
+    from lcoding.liblinearutil import train
+    from lcoding.training import find_parameters, train_model
+    y, X = small
+    with pytest.raises(ValueError, match="needs -C"):
+        train(y[:50], X[:50], "-L auto -q")
+    params = parse_train_options("-C -L auto -q")
+    for call in (train_model, find_parameters):
+        with pytest.raises(ValueError, match="-L auto is no method to train"):
+            call(y[:50], _rows(X[:50]), params)
+
+
+def test_train_C_L_auto_returns_what_select_chooses(small, fixed_candidates, capsys):
+    from lcoding.liblinearutil import train
+    from lcoding.methods.local_search import LocalSearchResult, best_parameters_line
+    y, X = small[0][:600], small[1][:600]
+    result = train(y, X, "-C -L auto -b 20 -q")
+    expected = sel.select(y, X, budget_s=20, seed=1, refit=False)
+    assert isinstance(result, LocalSearchResult)
+    assert result.best_options == expected.best_options
+    assert result.best_C == parse_train_options(result.best_options).C
+    assert result.best_rate == pytest.approx(1 - expected.cv_error / 100)
+    # -q: only the summary line, which LIBLINEAR's -C prints even then
+    assert capsys.readouterr().out == best_parameters_line(result) + "\n"
+    # the winner trains with the options returned
+    assert train(y, X, result.best_options + " -q").get_nr_class() == 2
+    # without -q: the options the search ignores, a line per trial, the summary
+    again = train(y, X, "-C -L auto -b 20 -S 1 -s 3 -c 5")
+    out = capsys.readouterr().out
+    assert again == result
+    assert "-C -L auto: ignoring options -s -c (the search chooses" in out
+    assert sum(line.startswith("rung 0 rows 600: ") for line in out.splitlines()) \
+        == len(FIXED_CANDIDATES)
+    assert out.endswith(best_parameters_line(result) + "\n")
+
+
+def test_C_L_auto_with_no_candidate_run_says_so(small, fixed_candidates, capsys):
+    import math
+    from lcoding.liblinearutil import train
+    y, X = small[0][:300], small[1][:300]
+    result = train(y, X, "-C -L auto -b 1e-9")
+    out = capsys.readouterr().out
+    assert result.best_options == sel.CHEAPEST and math.isnan(result.best_rate)
+    note = [line for line in out.splitlines() if line.startswith("-C -L auto: ")]
+    assert len(note) == 1 and "budget too small" in note[0]
+    assert "CV accuracy = not measured  Best options: -s 2 -B 1 -c 1" in out
