@@ -248,6 +248,22 @@ def test_classes_strategy_gives_the_single_process_model(client, shared_data, op
     assert solved == list(range(9, -1, -1))      # one call per solved problem
 
 
+@pytest.mark.parametrize("options", ["-s 1 -L 4 -A 4 -u 3 -c 1 -B 1", "-s 3 -L 5 -A 4 -c 1 -B 1"])
+def test_classes_strategy_trains_anchor_planes(client, shared_data, options):
+    """Anchor planes (G-OCC with a bias per plane, C-OCC one class at a time) under
+    "classes": the one-process model up to rounding (the planes are learned from the
+    sampled rows by the driver's own path, which rounds differently)."""
+    y, X, ty, tX = shared_data("usps")
+    y, X = y[:1500], X[:1500]
+    single = train_model(y, rows_from_sparse(X), parse_train_options(options + " -q"),
+                         Messages(True))
+    Xd, yd = _dask(X, y, 3)
+    model = ldask.train(yd, Xd, options + " -q", client=client, timeout=WAIT,
+                        sample_size=X.shape[0], strategy="classes")
+    assert type(model) is type(single) and np.array_equal(model.label, single.label)
+    assert np.allclose(model.w, single.w, rtol=1e-9, atol=1e-11)
+
+
 def test_classes_strategy_survives_a_killed_worker(client, shared_data):
     """A worker killed after the first problem is solved: its tasks are pure, Dask
     recomputes them elsewhere, and the model is still the one-process model."""
