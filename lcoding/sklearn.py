@@ -174,8 +174,10 @@ def _ensure_log_handler():
 
 class _Progress:
     """The ``info()`` text of the trainers: printed as LIBLINEAR prints it with
-    ``verbose >= 2``; its phase lines (anchors, planes, kernel map) logged with
-    ``verbose >= 1``."""
+    ``verbose >= 2``; its phase lines (anchors, planes, kernel map) and the trainers'
+    events (:func:`lcoding.core.messages.event`: each k-means step with its inertia,
+    each class's solve with its passes and time) logged with ``verbose >= 1``, one
+    log record per line, so the ``n_jobs`` threads never mix their lines."""
 
     PHASES = ("anchors:", "G-OCC:", "C-OCC:", "OCC training:", "kernel PCA map:")
 
@@ -197,6 +199,10 @@ class _Progress:
                     pass
             elif self.verbose >= 1 and line.startswith(self.PHASES):
                 LOG.info("%s: %s", self.name, line.strip())
+
+    def event(self, text: str) -> None:
+        if self.verbose >= 1:
+            LOG.info("%s: %s", self.name, text)
 
 
 def _platt(dec: np.ndarray, target: np.ndarray):

@@ -85,3 +85,18 @@ class SolveResult:
     alpha: np.ndarray | None = None
     extra: dict = field(default_factory=dict)
 
+
+
+def solve_event(labels, column: int, nr_class: int, result: SolveResult,
+                seconds: float) -> str:
+    """The event line of one one-vs-rest solve (:func:`lcoding.core.messages.event`):
+    which class against which, the solver's passes (LIBLINEAR's ``#iter``) and time."""
+    def text(v):
+        v = float(v)
+        return str(int(v)) if v.is_integer() else repr(v)
+    if nr_class <= 2:
+        who = (f"class {text(labels[0])} vs {text(labels[1])}" if len(labels) > 1
+               else f"class {text(labels[0])}")
+    else:
+        who = f"class {text(labels[column])} vs rest"
+    return f"{who}: {result.n_iter} passes, {seconds:.2f} s"

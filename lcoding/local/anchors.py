@@ -74,11 +74,14 @@ def _assign(rows: Rows, centres: np.ndarray, dense: bool, n_threads: int = 1):
 
 def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, *,
            init: str = "k-means++", max_iter: int = 20, tol: float = KMEANS_TOL,
-           batch_size: int = 0, n_threads: int = 1) -> np.ndarray:
+           batch_size: int = 0, n_threads: int = 1, events=None,
+           name: str = "k-means") -> np.ndarray:
     """k-means centres ``(n_clusters, n_features)`` of ``rows``.
 
     ``init`` is ``"k-means++"`` or ``"random"`` (distinct random rows).  The
     assignment steps run in ``n_threads`` threads (the same centres for any count).
+    ``events`` (optional callable) gets one line per Lloyd step: its inertia (the
+    sum of squared distances to the closest centres) and the centres' squared shift.
     """
     n = rows.n_rows
     if not 1 <= n_clusters <= n:
@@ -117,9 +120,9 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
     threshold = tol * _mean_variance(rows, n_features)
     sums = np.empty_like(centres)
     counts = np.empty(n_clusters, dtype=np.int64)
-    for _ in range(max_iter):
+    for step in range(max_iter):
         check_stop()
-        labels, mind, _ = _assign(rows, centres, dense, n_threads)
+        labels, mind, inertia = _assign(rows, centres, dense, n_threads)
         _kmeans.kmeans_sums(rows.data, rows.indices, rows.indptr, labels, sums, counts)
         new = sums / np.maximum(counts, 1)[:, None]
         empty = np.flatnonzero(counts == 0)
@@ -129,6 +132,9 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
             new[empty] = dense_rows(rows, far, n_features)
         shift = float(np.sum((new - centres) ** 2))
         centres = new
+        if events is not None:
+            events(f"{name} iteration {step + 1}: inertia {inertia:.6g}, "
+                   f"centre shift {shift:.3g}")
         if shift <= threshold:
             break
     return centres
@@ -143,10 +149,11 @@ def _per_class_counts(n_anchors: int, class_sizes: np.ndarray) -> np.ndarray:
 
 def learn_anchors(rows: Rows, class_index: np.ndarray | None, n_anchors: int, mode: int,
                   rng_state: np.ndarray, *, max_iter: int = 20, batch_size: int = 0,
-                  tol: float = KMEANS_TOL, n_threads: int = 1) -> np.ndarray:
+                  tol: float = KMEANS_TOL, n_threads: int = 1, events=None) -> np.ndarray:
     """Anchor matrix ``(n_anchors, rows.n_features)`` by mode ``-a`` (module doc).
 
-    Per-class modes need ``class_index`` (class of every row, 0-based)."""
+    Per-class modes need ``class_index`` (class of every row, 0-based).  ``events``:
+    see :func:`kmeans` (one line per Lloyd step)."""
     n, d = rows.n_rows, rows.n_features
     if mode not in ANCHOR_MODES:
         raise ValueError(f"-a {mode}: anchor initialisation must be one of {sorted(ANCHOR_MODES)}")
@@ -161,7 +168,7 @@ def learn_anchors(rows: Rows, class_index: np.ndarray | None, n_anchors: int, mo
         init = "k-means++" if mode == 0 else "random"
         sub_state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
         return kmeans(rows, n_anchors, d, sub_state, init=init, max_iter=max_iter,
-                      batch_size=batch_size, tol=tol, n_threads=n_threads)
+                      batch_size=batch_size, tol=tol, n_threads=n_threads, events=events)
     if class_index is None:
         raise ValueError(f"-a {mode}: per-class anchors need class labels")
     n_classes = int(class_index.max()) + 1 if n else 0
@@ -178,5 +185,6 @@ def learn_anchors(rows: Rows, class_index: np.ndarray | None, n_anchors: int, mo
             sub_state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
             parts.append(kmeans(rows.take(members), int(counts[c]), d, sub_state,
                                 max_iter=max_iter, batch_size=batch_size, tol=tol,
-                                n_threads=n_threads))
+                                n_threads=n_threads, events=events,
+                                name=f"k-means of class index {c}"))
     return np.ascontiguousarray(np.vstack(parts))

@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from lcoding.core.classes import group_classes, one_vs_rest_jobs, class_costs
-from lcoding.core.messages import Messages
+from lcoding.core.messages import Messages, event
 from lcoding.core.options import SGD_SOLVERS, SolverType, TrainParams
 from lcoding.core.params import CodingType, LLSVMParams
 from lcoding.core.rows import Rows
@@ -28,7 +28,7 @@ from lcoding.core.seeds import PURPOSE_ANCHORS, PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads, single_threaded_blas
 from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.dual_more import solve_mcsvm_cs
-from lcoding.linear.problem import BinaryProblem, Coding
+from lcoding.linear.problem import BinaryProblem, Coding, solve_event
 from lcoding.linear.sgd import check_sgd_params
 from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.local.anchors import learn_anchors
@@ -61,7 +61,7 @@ def check_local_params(params: TrainParams) -> None:
 
 
 def learn_local_anchors(rows: Rows, class_index: np.ndarray, mp: LLSVMParams, seed: int,
-                        seed_path: tuple = (), n_threads: int = 1) -> np.ndarray:
+                        seed_path: tuple = (), n_threads: int = 1, events=None) -> np.ndarray:
     """The anchors ``-a``, ``-A``, ``-I``, ``-M`` ask for, learned on ``rows`` (all the
     training rows here; a sample of them in :mod:`lcoding.dask`); k-means assigns the
     rows in ``n_threads`` threads (``-m``; the same anchors for any count)."""
@@ -69,7 +69,8 @@ def learn_local_anchors(rows: Rows, class_index: np.ndarray, mp: LLSVMParams, se
         return learn_anchors(rows, class_index, mp.anchors.n_anchors, mp.anchors.init,
                              rng_state(seed, PURPOSE_ANCHORS, *seed_path),
                              max_iter=mp.anchors.kmeans_iter,
-                             batch_size=mp.anchors.kmeans_batch, n_threads=n_threads)
+                             batch_size=mp.anchors.kmeans_batch, n_threads=n_threads,
+                             events=events)
 
 
 def local_coder(mp: LLSVMParams, anchors: np.ndarray):
@@ -102,7 +103,8 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
         rows = kernel_map(rows)
 
     t = time.perf_counter()
-    anchors = learn_local_anchors(rows, class_index, mp, seed, seed_path, params.n_threads)
+    anchors = learn_local_anchors(rows, class_index, mp, seed, seed_path, params.n_threads,
+                                  events=lambda line: event(info, line))
     coder = local_coder(mp, anchors)
     t_anchor = time.perf_counter() - t
     idx, wt = coder.code(rows, n_threads=params.n_threads)
@@ -123,7 +125,10 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                                  rng_state(seed, PURPOSE_SOLVER, *seed_path, c_pos),
                                  coding=coding, sample_C=None if sample_weight is None
                                  else np.where(y_pm > 0, Cp, Cn) * sample_weight)
-            return solver(prob, params, info).w
+            t_solve = time.perf_counter()
+            res = solver(prob, params, info)
+            event(info, solve_event(labels, c_pos, nr_class, res, time.perf_counter() - t_solve))
+            return res.w
 
         jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
         # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions

@@ -445,6 +445,27 @@ def test_verbose_logs_phases(caplog):
     assert "anchors:" in text and "training done" in text
 
 
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_verbose_logs_one_record_per_event(caplog, n_jobs):
+    """verbose=1: every k-means step with its inertia, every class's solve with its
+    passes and time -- one log record each (threads never share a line), the k-means
+    steps in order, one solve line per class whatever the thread count."""
+    import re
+    X, y = blobs()
+    with caplog.at_level("INFO", logger="lcoding"):
+        est = LocallyLinearSVC(verbose=1, n_jobs=n_jobs, anchor_init="kmeans",
+                               **SMALL).fit(X, y)
+    lines = [r.getMessage() for r in caplog.records]
+    assert all("\n" not in line for line in lines)
+    steps = [int(m.group(1)) for line in lines
+             if (m := re.search(r"k-means iteration (\d+): inertia [\d.e+]+, centre shift", line))]
+    assert steps and steps == list(range(1, len(steps) + 1))
+    solves = [m.group(1) for line in lines
+              if (m := re.search(r"class (\S+) vs rest: (\d+) passes, [\d.]+ s$", line))]
+    assert sorted(solves) == sorted(str(int(c)) for c in est.model_.label)
+    assert est.n_iter_ >= 1
+
+
 @pytest.mark.slow
 def test_defaults_on_banana(shared_data):
     y, X, ty, tX = shared_data("banana")
