@@ -161,6 +161,26 @@ def test_bad_inputs_raise_before_anything_is_scheduled():
         ldask.train(y, X, "-s 1", client=nc, strategy="threads")
 
 
+def test_auto_strategy_solves_classes_on_workers_when_the_rows_fit():
+    """"auto": several problems whose rows (and codes) fit three times into the
+    smallest worker memory limit -> "classes"; one problem, or rows too big -> CoCoA+."""
+    class Limits:
+        def __init__(self, *limits):
+            self.limits = limits
+
+        def scheduler_info(self):
+            return {"workers": {f"w{i}": {"memory_limit": m} for i, m in enumerate(self.limits)}}
+
+    GB = 2 ** 30
+    choose = ldask._choose_strategy
+    assert choose("auto", 10, Limits(12 * GB, 12 * GB), 2 * GB) == "classes"
+    assert choose("auto", 10, Limits(12 * GB, 5 * GB), 2 * GB) == "cocoa"    # 6 GB > 5 GB
+    assert choose("auto", 1, Limits(12 * GB), 1) == "cocoa"                  # binary
+    assert choose("auto", 10, Limits(0, 0), 100 * GB) == "classes"           # no limits set
+    assert choose("cocoa", 10, Limits(12 * GB), 1) == "cocoa"
+    assert choose("classes", 1, Limits(1), 10 * GB) == "classes"
+
+
 def test_no_client_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(distributed, "default_client",
                         lambda: (_ for _ in ()).throw(ValueError("No clients found")))
