@@ -294,3 +294,14 @@ def test_C_L_auto_with_no_candidate_run_says_so(small, fixed_candidates, capsys)
     note = [line for line in out.splitlines() if line.startswith("-C -L auto: ")]
     assert len(note) == 1 and "budget too small" in note[0]
     assert "CV accuracy = not measured  Best options: -s 2 -B 1 -c 1" in out
+
+
+def test_k_q_metrics_is_a_candidate_for_many_features():
+    """51 to 4096 features (images): KQMetricsClassifier()'s setting is tried; not
+    for few features (its PCA to 50 dimensions would be no reduction) nor for very
+    many (the PCA's d x d gram)."""
+    import scipy.sparse as sp
+    y = (np.arange(400) % 2).astype(float)
+    for d, expected in ((16, False), (256, True), (5000, False)):
+        X = sp.random(400, d, density=min(1.0, 20 / d), format="csr", random_state=1)
+        assert (sel.KQ_CANDIDATE in sel.candidate_options(y, _rows(X), seed=1)) == expected, d
