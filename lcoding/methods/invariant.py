@@ -49,7 +49,7 @@ from lcoding.core.rows import Rows, as_labels, as_rows, rows_from_dense
 from lcoding.core.model import (LINEAR_SOLVER_TYPES, LinearModel, Model, ModelFieldError,
                                 check_count, check_number)
 from lcoding.core.options import JOINT_SOLVERS, SolverType, TrainParams, parse_train_options
-from lcoding.core.messages import Messages
+from lcoding.core.messages import Messages, event
 from lcoding.core.classes import class_costs, group_classes
 from lcoding.core.params import Invariance, KernelParams
 from lcoding.core.seeds import PURPOSE_LANDMARKS, rng_state
@@ -599,8 +599,12 @@ def _train_kernel_svm(y, K: np.ndarray, params: TrainParams, info):
     beta = np.zeros((y.shape[0], len(jobs)))
     intercept = np.zeros(len(jobs))
     for c, (y_pm, Cp, Cn) in enumerate(jobs):
+        t_solve = time.perf_counter()
         beta[:, c], rho = _smo(K, y_pm, Cp, Cn, squared, params.eps, info)
         intercept[c] = -rho
+        who = (f"class {labels[0]:g} vs {labels[1]:g}" if labels.size == 2
+               else f"class {labels[c]:g} vs rest")
+        event(info, f"{who}: SMO on the Gram matrix, {time.perf_counter() - t_solve:.2f} s")
     return labels, beta, intercept
 
 

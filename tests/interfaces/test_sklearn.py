@@ -445,6 +445,19 @@ def test_verbose_logs_phases(caplog):
     assert "anchors:" in text and "training done" in text
 
 
+@pytest.mark.parametrize("est, pattern", [
+    (lambda: KQMetricsClassifier(verbose=1, n_clusters=2, q=2, pca_components=None),
+     r"restart 1 pass 1: \d+ rows visited"),
+    (lambda: LLCJointSVC(verbose=1, **SMALL), r"epoch 1: progressive hinge [\d.]+, mean k\*"),
+])
+def test_verbose_logs_the_passes_of_the_other_trainers(caplog, est, pattern):
+    import re
+    X, y = blobs()
+    with caplog.at_level("INFO", logger="lcoding"):
+        est().fit(X, y)
+    assert any(re.search(pattern, r.getMessage()) for r in caplog.records)
+
+
 @pytest.mark.parametrize("n_jobs", [1, 2])
 def test_verbose_logs_one_record_per_event(caplog, n_jobs):
     """verbose=1: every k-means step with its inertia, every class's solve with its
