@@ -341,6 +341,28 @@ def test_a_wait_past_the_timeout_is_a_clear_error(client, shared_data):
     assert client.submit(operator.add, 1, 2).result(timeout=WAIT) == 3
 
 
+def test_a_class_solve_past_the_timeout_is_a_clear_error(client, shared_data, monkeypatch):
+    """Strategy "classes": a wait for the solved problems past ``timeout`` raises the
+    same RuntimeError naming the wait (the wait itself is made to time out here: a
+    real solve this slow would make the suite slow), and the cluster stays usable."""
+    real_wait = distributed.wait
+
+    def wait(futures, timeout=None, return_when="ALL_COMPLETED"):
+        if return_when == "FIRST_COMPLETED":
+            raise TimeoutError
+        return real_wait(futures, timeout=timeout, return_when=return_when)
+
+    monkeypatch.setattr(distributed, "wait", wait)
+    y, X, _, _ = shared_data("usps")
+    Xd, yd = _dask(X[:600], y[:600], 2)
+    with pytest.raises(RuntimeError, match="a one-vs-rest problem took longer than "
+                                           "timeout=30 s"):
+        ldask.train(yd, Xd, "-s 1 -c 1 -B 1 -q", client=client, timeout=30,
+                    strategy="classes")
+    monkeypatch.undo()
+    assert client.submit(operator.add, 1, 2).result(timeout=WAIT) == 3
+
+
 def test_nan_label_in_a_dask_y(client):
     X = da.ones((20, 2), chunks=10)
     y = np.ones(20)
