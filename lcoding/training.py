@@ -122,6 +122,11 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     if y.shape[0] != rows.n_rows:
         raise ValueError(f"len(y) = {y.shape[0]} differs from the {rows.n_rows} instances in x")
     method = select_method(params)
+    if type(info) is Messages and not info.quiet and not info.print_events \
+            and method.name != "linear":
+        # the lcoding methods' events (k-means steps, each class's solve) on their own
+        # lines in the non-quiet text; the plain LIBLINEAR solvers' text stays LIBLINEAR's
+        info = info.printing_events()
     if not params.quiet and not seed_path:
         ignored = ignored_options(method, params)
         if ignored:

@@ -44,7 +44,7 @@ from lcoding.local.coding import KernelMap, kernel_map_of
 from lcoding.core.model import Model, ModelFieldError, check_count, check_number
 from lcoding.local.model import checked_kernel_map_header
 from lcoding.core.options import SolverType, TrainParams
-from lcoding.core.messages import Messages, event
+from lcoding.core.messages import Messages, progress_line
 from lcoding.core.classes import group_classes
 from lcoding.core.params import KQParams
 from lcoding.core.threads import blas_threads, check_stop
@@ -685,8 +685,7 @@ def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,
         if info is not None:
             line = (f"restart {restart + 1} pass {p + 1}: {n_viol} rows visited, {own} "
                     f"own-cluster and {other} other-class updates ({seconds:.2f} s)")
-            info(line + "\n")
-            event(info, line)
+            progress_line(info, line)
         if not np.isfinite(W).all():
             raise FloatingPointError(
                 f"k q-metrics diverged in pass {p + 1} (non-finite metric entries); lower the "
@@ -757,8 +756,7 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
             W = init_metrics(X, class_index, nr_class, k, q, rng)
         line = (f"restart {r + 1}: k-{'flats' if affine else 'subspaces'} "
                 f"({time.perf_counter() - t:.2f} s)")
-        info(line + "\n")
-        event(info, line)
+        progress_line(info, line)
         if solver_type == KQ_METRICS:
             discriminative_passes(X, class_index, nr_class, W, params,
                                   _rng(params.seed, PURPOSE_KQ_ORDER, *seed_path, r), info,

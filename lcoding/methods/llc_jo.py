@@ -41,7 +41,7 @@ from lcoding.local.kstar import make_coder
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.seeds import CALIBRATION_STREAM
 from lcoding.linear.sgd import TailAverage, calibrate_t0, check_sgd_params
-from lcoding.core.messages import Messages, event
+from lcoding.core.messages import Messages, progress_line
 from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
 from lcoding.core.params import CodingType, LLCJointParams
 from lcoding.core.seeds import PURPOSE_ANCHORS, PURPOSE_SOLVER, rng_state
@@ -164,8 +164,7 @@ def train_joint(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         curve["mean_kstar"].append(kst / max(n, 1))
         line = (f"epoch {epoch + 1}: progressive hinge {loss / max(n, 1):.6f}, "
                 f"mean k* {kst / max(n, 1):.3f}")
-        info(line + "\n")
-        event(info, line)
+        progress_line(info, line)
         if epoch_callback is not None:
             epoch_callback(epoch + 1, snapshot(W * state[0], b, V))
     if tail is not None:

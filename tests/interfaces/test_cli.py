@@ -138,3 +138,36 @@ def test_missing_model_file_is_named_once(tmp_path, capsys):
     assert predict_main([str(data), str(tmp_path / "none.model"), str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert err.count("none.model") == 1 and "no such file" in err
+
+
+@pytest.mark.parametrize("threads", ["1", "2"])
+def test_non_quiet_local_training_prints_its_events_on_lines_of_their_own(tmp_path, capsys,
+                                                                           threads):
+    """Without -q an lcoding method prints its events -- each k-means step, each
+    class's solve -- on lines of their own, also with -m 2 (LIBLINEAR's progress dots
+    of the two threads may share a line; an event never does)."""
+    import re
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = np.argmax(X, axis=1)
+    train_file = tmp_path / "three.train"
+    train_file.write_text("".join(f"{c} " + " ".join(f"{j + 1}:{v:.6f}" for j, v in enumerate(x))
+                                  + "\n" for c, x in zip(y, X)))
+    assert train_main(["-s", "1", "-L", "2", "-A", "12", "-k", "3", "-u", "1", "-a", "0",
+                       "-m", threads, str(train_file), str(tmp_path / "m")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    steps = [line for line in lines if re.fullmatch(
+        r"k-means iteration \d+: inertia [\d.e+-]+, centre shift [\d.e+-]+", line)]
+    solves = [line for line in lines if re.fullmatch(
+        r"class \d+ vs rest: \d+ passes, [\d.]+ s", line)]
+    assert steps and len(solves) == 3
+    assert not any(("class " in line or "k-means" in line) and line not in steps + solves
+                   for line in lines)
+
+
+def test_liblinear_solvers_print_no_events(files, capsys):
+    """The plain LIBLINEAR solvers' text stays LIBLINEAR's: no event lines."""
+    folder, train_file = files
+    assert train_main(["-s", "1", train_file, str(folder / "m")]) == 0
+    out = capsys.readouterr().out
+    assert "passes," not in out and "k-means" not in out
