@@ -597,7 +597,8 @@ def _cocoa_rounds(client, coded, cols, w_size, streams, params, loss, local_pass
     return out
 
 
-def _class_solves(client, coded, cols, streams, params, bias, info, progress, timeout=None):
+def _class_solves(client, coded, cols, streams, params, bias, info, progress, timeout=None,
+                  nbytes: int = 0):
     """Strategy "classes": every worker joins all coded chunks once (``_assemble``,
     fetched worker to worker, never through the driver) and solves whole one-vs-rest
     problems with the sequential solver, as ``-m`` threads do in one process; a
@@ -605,6 +606,7 @@ def _class_solves(client, coded, cols, streams, params, bias, info, progress, ti
     passes, objective, nSV)}``, the single-process solves' results for the same
     coded rows.  A lost worker: its tasks (pure) are recomputed elsewhere by Dask."""
     from distributed import wait
+    from distributed.scheduler import KilledWorker
     nthreads = client.nthreads()
     workers = sorted(nthreads)[:len(cols)]
     if not workers:
@@ -632,7 +634,16 @@ def _class_solves(client, coded, cols, streams, params, bias, info, progress, ti
             raise _timed_out("a one-vs-rest problem", timeout) from None
         for fut in sorted(done, key=lambda f: running[f][0]):
             c, w = running.pop(fut)
-            out[c] = fut.result()            # a task's own exception is raised here
+            try:
+                out[c] = fut.result()        # a task's own exception is raised here
+            except KilledWorker as err:
+                # the same task killed its worker again and again: most often memory,
+                # as every worker holds all rows under this strategy
+                raise RuntimeError(
+                    f"lcoding.dask.train: the workers solving one-vs-rest problem {c} died "
+                    f"again and again ({err}); strategy='classes' joins all rows on every "
+                    f"worker ({nbytes / 2 ** 20:.0f} MB with the codes): give the workers "
+                    f"more memory, or use strategy='cocoa'") from err
             info(".")
             progress(len(pending) + len(running))
             if pending:
@@ -903,7 +914,8 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
                                coder.k if coder is not None else planes.shape[0])
         if _choose_strategy(strategy, len(group_cols), client, nbytes + code_bytes) == "classes":
             solved.update(_class_solves(client, coded, group_cols, streams, params, bias,
-                                        info, counter, timeout=timeout))
+                                        info, counter, timeout=timeout,
+                                        nbytes=nbytes + code_bytes))
         else:
             info(f"CoCoA+: {len(coded)} chunks, {len(group_cols)} problem(s)\n")
             solved.update(_cocoa_rounds(client, coded, group_cols, w_size, streams, params,

@@ -181,6 +181,32 @@ def test_auto_strategy_solves_classes_on_workers_when_the_rows_fit():
     assert choose("classes", 1, Limits(1), 10 * GB) == "classes"
 
 
+def test_a_problem_that_keeps_killing_its_workers_is_a_clear_error(monkeypatch):
+    """Strategy "classes": a solve whose workers die again and again (Dask's
+    KilledWorker, most often memory: every worker holds all rows) ends the fit with a
+    RuntimeError that names the problem, the memory and the way out."""
+    from distributed.scheduler import KilledWorker
+
+    class Dead:
+        def result(self):
+            import types
+            raise KilledWorker("_solve_problem-1",
+                               types.SimpleNamespace(address="tcp://127.0.0.1:1"), 3)
+
+    class Client:
+        def nthreads(self):
+            return {"tcp://127.0.0.1:1": 1}
+
+        def submit(self, *args, **kwargs):
+            return Dead()
+
+    monkeypatch.setattr(distributed, "wait", lambda fs, **kw: (set(fs), set()))
+    with pytest.raises(RuntimeError, match=r"one-vs-rest problem 0 died again and again .*"
+                                           r"3072 MB .*strategy='cocoa'"):
+        ldask._class_solves(Client(), [object()], [0, 1], {0: None, 1: None}, None, 1.0,
+                            Messages(True), lambda n: None, nbytes=3 * 2 ** 30)
+
+
 def test_no_client_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(distributed, "default_client",
                         lambda: (_ for _ in ()).throw(ValueError("No clients found")))
