@@ -234,8 +234,8 @@ def _prepare_block(xb, yb, index: int, offset: int, n_features: int, kernel_map)
 
 
 def _label_summary(part: _Part):
-    """``(labels in order of first appearance, their counts)`` of a chunk (labels
-    truncated to int, as LIBLINEAR's group_classes does)."""
+    """``(labels in order of first appearance, their counts, bytes of the rows)`` of a
+    chunk (labels truncated to int, as LIBLINEAR's group_classes does)."""
     yi = np.trunc(part.y)
     if yi.size and (np.abs(yi) > 2147483647).any():
         i = int(np.flatnonzero(np.abs(yi) > 2147483647)[0])
@@ -243,7 +243,8 @@ def _label_summary(part: _Part):
                          f"32-bit integer range")
     uniq, first, counts = np.unique(yi, return_index=True, return_counts=True)
     order = np.argsort(first, kind="stable")
-    return uniq[order], counts[order]
+    r = part.rows
+    return uniq[order], counts[order], int(r.data.nbytes + r.indices.nbytes + r.indptr.nbytes)
 
 
 def _with_classes(part: _Part, labels: np.ndarray, weighted_C: np.ndarray, C: float) -> _Part:
@@ -273,22 +274,20 @@ def _take_sample(part: _Part, spec):
 
 
 class _Box:
-    """One object for ``client.scatter`` (which splits tuples, lists and dicts)."""
+    """One object as a task argument (Dask would walk a bare tuple of arrays)."""
 
     def __init__(self, value):
         self.value = value
 
 
 def _unbox(box: _Box):
-    return box
+    return box.value
 
 
 def _with_coding(part: _Part, spec) -> _Coded:
     """The chunk coded as ``spec`` says: ``("linear", bias)``, ``("local", coder,
     bias)`` or ``("occ", planes, sigma, bias, plane_bias)``; coded here, next to
     the rows."""
-    if isinstance(spec, _Box):
-        spec = spec.value
     rows = part.rows
     kind = spec[0]
     if kind == "linear":
@@ -664,12 +663,6 @@ def _choose_strategy(strategy: str, n_problems: int, client, nbytes: int) -> str
     return "classes"
 
 
-def _nbytes(part: _Part) -> int:
-    """Bytes of a chunk's validated rows (what a worker holds per row of it)."""
-    r = part.rows
-    return int(r.data.nbytes + r.indices.nbytes + r.indptr.nbytes)
-
-
 STRATEGIES = ("auto", "classes", "cocoa")
 
 
@@ -832,14 +825,13 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
     weighted_C = class_costs(labels, params)
     class_counts = np.zeros((len(parts), nr_class), dtype=np.int64)
     label_pos = {int(v): i for i, v in enumerate(labels)}
-    for k, (labs, counts) in enumerate(summaries):
+    for k, (labs, counts, _) in enumerate(summaries):
         for v, cnt in zip(labs, counts):
             class_counts[k, label_pos[int(v)]] += cnt
     parts = [client.submit(_with_classes, p, labels, weighted_C, float(params.C), pure=False)
              for p in parts]
     n = int(sum(sizes))
-    nbytes = sum(_gather(client, client.map(_nbytes, parts, pure=False), timeout,
-                         "reading the chunks and their labels"))
+    nbytes = sum(s[2] for s in summaries)          # the validated rows on the workers
     info(f"lcoding.dask: {n} rows in {len(parts)} chunks, {nr_class} classes "
          f"({time.perf_counter() - t0:.2f} s)\n")
     cols = list(range(1 if nr_class <= 2 else nr_class))
@@ -909,9 +901,10 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         # copy only, and lost scattered data is gone for good)
         spec_fut = client.submit(_unbox, _Box(spec), pure=False)
         coded = [client.submit(_with_coding, p, spec_fut, pure=False) for p in parts]
-        # the codes: k (anchor id, weight) pairs per row, or the OCC planes' weights
-        code_bytes = n * 12 * (0 if coder is None and planes is None else
-                               coder.k if coder is not None else planes.shape[0])
+        # the codes: k (anchor id, weight) pairs per row, or the group's plane weights
+        width = 0 if spec[0] == "linear" else spec[1].k if spec[0] == "local" \
+            else spec[1].shape[0]
+        code_bytes = n * 12 * width
         if _choose_strategy(strategy, len(group_cols), client, nbytes + code_bytes) == "classes":
             solved.update(_class_solves(client, coded, group_cols, streams, params, bias,
                                         info, counter, timeout=timeout,

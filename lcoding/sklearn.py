@@ -84,6 +84,8 @@ _C_PLAIN = Param("C", "-c", "regularisation")
 _N_ANCHORS_AUTO = Param("n_anchors", "-A", "'auto': sqrt(n), >= 4 per class and 16, <= 200")
 _MU_KSTAR = Param("mu", "-u", "coding='kstar' only; 'scale' as beta")
 _LOSS_DUAL_CD = Param("loss", "-s", "dual_cd: 'squared_hinge' (None) -s 1, 'hinge' -s 3")
+# the tail of every classifier's table that has an intercept and class weights
+_INTERCEPT_WEIGHTS_SEED = (_FIT_INTERCEPT, _INTERCEPT_SCALING, _CLASS_WEIGHT, _RANDOM_STATE)
 
 
 def _num(value) -> str:
@@ -712,10 +714,7 @@ class LocallyLinearSVC(_LcodingClassifier):
         _MAX_ITER_SGD,
         Param("t0", "-T", "SGD solvers only: schedule offset (0: calibrated)"),
         _TOL,
-        _FIT_INTERCEPT,
-        _INTERCEPT_SCALING,
-        _CLASS_WEIGHT,
-        _RANDOM_STATE,
+        *_INTERCEPT_WEIGHTS_SEED,
         _N_JOBS,
         _VERBOSE,
     )
@@ -882,10 +881,7 @@ class AnchorPlanesSVC(_LcodingClassifier):
         _C_SCALE,
         _MAX_ITER_SGD,
         _TOL,
-        _FIT_INTERCEPT,
-        _INTERCEPT_SCALING,
-        _CLASS_WEIGHT,
-        _RANDOM_STATE,
+        *_INTERCEPT_WEIGHTS_SEED,
         _N_JOBS,
         _VERBOSE,
     )
@@ -998,10 +994,7 @@ class LLCJointSVC(_LcodingClassifier):
         _C_SCALE,
         Param("max_iter", "-E", "epochs (None: 10)"),
         Param("t0", "-T", "schedule offset (0: calibrated)"),
-        _FIT_INTERCEPT,
-        _INTERCEPT_SCALING,
-        _CLASS_WEIGHT,
-        _RANDOM_STATE,
+        *_INTERCEPT_WEIGHTS_SEED,
         _VERBOSE,
     )
 
@@ -1248,10 +1241,7 @@ class InvariantSVC(_LcodingClassifier):
         Param("loss", "-s", "with solver"),
         _C_PLAIN,
         _TOL,
-        _FIT_INTERCEPT,
-        _INTERCEPT_SCALING,
-        _CLASS_WEIGHT,
-        _RANDOM_STATE,
+        *_INTERCEPT_WEIGHTS_SEED,
         _VERBOSE,
     )
 
@@ -1428,10 +1418,7 @@ class LinearClassifier(_LcodingClassifier):
         _C_PLAIN,
         _MAX_ITER_SGD,
         _TOL,
-        _FIT_INTERCEPT,
-        _INTERCEPT_SCALING,
-        _CLASS_WEIGHT,
-        _RANDOM_STATE,
+        *_INTERCEPT_WEIGHTS_SEED,
         _N_JOBS,
         _VERBOSE_PLAIN,
     )

@@ -122,6 +122,7 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     if y.shape[0] != rows.n_rows:
         raise ValueError(f"len(y) = {y.shape[0]} differs from the {rows.n_rows} instances in x")
     method = select_method(params)
+    info = info if info is not None else Messages(params.quiet)
     if type(info) is Messages and not info.quiet and not info.print_events \
             and method.name != "linear":
         # the lcoding methods' events (k-means steps, each class's solve) on their own
@@ -130,9 +131,8 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
     if not params.quiet and not seed_path:
         ignored = ignored_options(method, params)
         if ignored:
-            (info if info is not None else Messages(params.quiet))(
-                f"{method.name}: ignoring option{'s' if len(ignored) > 1 else ''} "
-                f"{' '.join(ignored)} (not used by this method)\n")
+            info(f"{method.name}: ignoring option{'s' if len(ignored) > 1 else ''} "
+                 f"{' '.join(ignored)} (not used by this method)\n")
     if sample_weight is None:
         # in a worker thread, so that Ctrl-C stops it within a pass (core/threads.py)
         return run_interruptible(lambda: method.train(y, rows, params, info,

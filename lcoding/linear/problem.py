@@ -11,10 +11,12 @@ abstraction of ``lcoding/core/_rows.pxd``.
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from lcoding.core.messages import event
 from lcoding.core.rows import Rows
 
 
@@ -100,3 +102,12 @@ def solve_event(labels, column: int, nr_class: int, result: SolveResult,
     else:
         who = f"class {text(labels[column])} vs rest"
     return f"{who}: {result.n_iter} passes, {seconds:.2f} s"
+
+
+def reported_solve(info, labels, column: int, nr_class: int, solve, *args) -> SolveResult:
+    """``solve(*args)`` for the one-vs-rest problem ``column``, its
+    :func:`solve_event` line sent through ``info``."""
+    start = time.perf_counter()
+    result = solve(*args)
+    event(info, solve_event(labels, column, nr_class, result, time.perf_counter() - start))
+    return result

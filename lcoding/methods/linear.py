@@ -8,19 +8,17 @@ on the thread count.
 """
 from __future__ import annotations
 
-import time
-
 import numpy as np
 
 from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
-from lcoding.core.messages import Messages, event
+from lcoding.core.messages import Messages
 from lcoding.core.model import LinearModel
 from lcoding.core.options import REGRESSION_SOLVERS, SGD_SOLVERS, SolverType, TrainParams
 from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.linear.cocoa import parallel_binary_solver
-from lcoding.linear.problem import BinaryProblem, solve_event
+from lcoding.linear.problem import BinaryProblem, reported_solve
 from lcoding.linear.sgd import check_sgd_params
 from lcoding.linear.solvers import (BINARY_SOLVERS, MULTICLASS_SOLVERS, ONECLASS_SOLVERS,
                                     REGRESSION_SOLVERS_TABLE)
@@ -94,10 +92,8 @@ def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
         prob = BinaryProblem(rows, y_pm, Cp, Cn, bias,
                              rng_state(seed, PURPOSE_SOLVER, *seed_path, column),
                              sample_C=None if sw is None else np.where(y_pm > 0, Cp, Cn) * sw)
-        t_solve = time.perf_counter()
-        res = solver(prob, params, info)
-        event(info, solve_event(labels, column, nr_class, res, time.perf_counter() - t_solve))
-        w[:, column] = res.w
+        w[:, column] = reported_solve(info, labels, column, nr_class, solver, prob, params,
+                                      info).w
 
     # each class has its own RNG stream, so the model does not depend on the thread
     # count or the finishing order

@@ -28,7 +28,7 @@ from lcoding.core.seeds import PURPOSE_ANCHORS, PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads, single_threaded_blas
 from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.dual_more import solve_mcsvm_cs
-from lcoding.linear.problem import BinaryProblem, Coding, solve_event
+from lcoding.linear.problem import BinaryProblem, Coding, reported_solve
 from lcoding.linear.sgd import check_sgd_params
 from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.local.anchors import learn_anchors
@@ -125,10 +125,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                                  rng_state(seed, PURPOSE_SOLVER, *seed_path, c_pos),
                                  coding=coding, sample_C=None if sample_weight is None
                                  else np.where(y_pm > 0, Cp, Cn) * sample_weight)
-            t_solve = time.perf_counter()
-            res = solver(prob, params, info)
-            event(info, solve_event(labels, c_pos, nr_class, res, time.perf_counter() - t_solve))
-            return res.w
+            return reported_solve(info, labels, c_pos, nr_class, solver, prob, params, info).w
 
         jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
         # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions

@@ -44,9 +44,9 @@ from lcoding.local.model import checked_kernel_map_header
 from lcoding.core.options import SGD_SOLVERS, SolverType, TrainParams
 from lcoding.core.params import CodingType, OCCClassifier, OCCParams
 from lcoding.linear.solvers import BINARY_SOLVERS
-from lcoding.linear.problem import BinaryProblem, Coding, SolveResult, solve_event
+from lcoding.linear.problem import BinaryProblem, Coding, SolveResult, reported_solve
 from lcoding.linear.dual_cd import LOCAL_CAP_REMEDY, solve_l2r_l1l2_svc
-from lcoding.core.messages import Messages, event
+from lcoding.core.messages import Messages
 from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
 from lcoding.core.seeds import PURPOSE_SOLVER, PURPOSE_SVD, rng_state
 from lcoding.linear.sgd import check_sgd_params, solve_sgd_hinge
@@ -520,8 +520,7 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
     # -u 3: the per-plane bias is a constant feature B appended to every row
     rows_pb = _with_constant(rows, bias) if kind == LIB_LLSVM_PB else None
 
-    def solve_one(job):
-        """(the solver's result, the problem's column of W)"""
+    def solve_one(job) -> SolveResult:
         c, y_pm, Cp, Cn = job
         if shared_codes is None:
             bases[c] = basis(c)
@@ -535,24 +534,20 @@ def train_occ_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messag
             res = solve_occ_dual(rows_pb if kind == LIB_LLSVM_PB else rows, codes, y_pm, C,
                                  bias, state, params, info,
                                  "l2" if st == int(SolverType.L2R_L2LOSS_SVC_DUAL) else "l1")
-            return res, (res.w if bias >= 0 else res.w[:-1])
+            return res
         if kind == PEG_LLSVM:
             idx = np.ascontiguousarray(np.broadcast_to(np.arange(M, dtype=np.int32),
                                                        codes.shape))
             prob = BinaryProblem(rows, y_pm, Cp, Cn, bias, state,
                                  coding=Coding(idx, codes, M), sample_C=row_C)
-            res = solve_sgd_hinge(prob, params, info)
-            return res, res.w
+            return solve_sgd_hinge(prob, params, info)
         prob = BinaryProblem(_code_rows(codes), y_pm, Cp, Cn, bias, state, sample_C=row_C)
-        res = BINARY_SOLVERS[st](prob, params, info)
-        return res, res.w
+        return BINARY_SOLVERS[st](prob, params, info)
 
     def solve(job):
-        t_solve = time.perf_counter()
-        res, column = solve_one(job)
-        event(info, solve_event(labels, job[0], nr_class, res,
-                                time.perf_counter() - t_solve))
-        return column
+        w = reported_solve(info, labels, job[0], nr_class, solve_one, job).w
+        # LIB-LLSVM's shared bias weight is 0 without -B: the model stores none
+        return w[:-1] if kind in (LIB_LLSVM, LIB_LLSVM_PB) and bias < 0 else w
 
     w = np.column_stack(map_threads(solve, jobs, params.n_threads))
     planes = np.vstack([b[0] for b in bases])
