@@ -12,7 +12,9 @@ Data sets (built here from the shared files, written once as .npy under --data-d
   Shifted pixels move by whole pixels with zero fill (the image border is
   background).  Rows are ordered image by image (every copy of an image next to
   the others), so row chunks are random samples of the images;
-* ``skin`` -- the skin train split (163 371 rows, B, G, R divided by 255).
+* ``skin`` -- the skin train split (163 371 rows, B, G, R divided by 255);
+* ``mnist1260k_60k``, ``mnist1260k_300k`` -- seeded random row samples of
+  ``mnist1260k``: one distribution at three sizes, for the cost against n alone.
 
 Test sets: the MNIST test split (10 000, unshifted), the skin test split.
 
@@ -54,6 +56,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import resource
 import subprocess
 import sys
@@ -91,6 +94,12 @@ SETS = {
                              if not (abs(dx) == 2 and abs(dy) == 2)], [("llsvm", MNIST_LLSVM)]),
     "skin": ("skin", [(0, 0)], [("linear", SKIN_LINEAR), ("llsvm", SKIN_LLSVM)]),
 }
+# seeded random row samples of mnist1260k (kept in its order): the same distribution
+# at three sizes, to see how the cost grows with n alone (the sets above also get
+# harder as they grow: 1-pixel shifts at 300k, 2-pixel shifts at 1.26M)
+SUBSETS = {"mnist1260k_60k": ("mnist1260k", 60_000), "mnist1260k_300k": ("mnist1260k", 300_000)}
+for _name, (_of, _) in SUBSETS.items():
+    SETS[_name] = (SETS[_of][0], None, SETS[_of][2])
 LIBLINEAR_OPTIONS = {"mnist": LIBLINEAR_MNIST, "skin": SKIN_LINEAR}
 MODES = ("m1", "m2", "dask", "dask_cocoa", "liblinear")
 
@@ -146,6 +155,14 @@ def prepare(data_dir: Path, names):
         base, shifts, _ = SETS[name]
         if (data_dir / f"{name}.y.npy").exists():
             log(f"{name}: already prepared")
+            continue
+        if name in SUBSETS:
+            of, size = SUBSETS[name]
+            prepare(data_dir, [of])
+            y, rows = load_set(data_dir, of)
+            pick = np.sort(np.random.default_rng(20261124).choice(rows.n_rows, size, replace=False))
+            _save(data_dir, name, y[pick], rows.take(pick))
+            log(f"{name}: {size} of the {rows.n_rows} rows of {of}")
             continue
         if base not in cache:
             y, rows = load(base, "train")
@@ -227,11 +244,17 @@ def run_one(data_dir, name, mode, label, options, extra=""):
     if mode in ("m1", "m2"):
         opts = f"{options} -m {1 if mode == 'm1' else 2} {extra}".strip()
         params = parse_train_options(opts)
-        info = Messages(False, sys.stderr)
+        events = []
+        info = Messages(False, sys.stderr, events=events.append, print_events=True)
         t, c = time.perf_counter(), time.process_time()
         model = train_model(y, rows, params, info)
         rec["train_s"], rec["cpu_s"] = time.perf_counter() - t, time.process_time() - c
         rec["peak_mb"] = peak_mb()
+        # the LL-SVM's own account: k-means steps, and each class's passes and seconds
+        solves = [re.search(r": (\d+) passes, (\S+) s$", e) for e in events]
+        rec["passes"] = [int(m.group(1)) for m in solves if m]
+        rec["solve_s"] = [float(m.group(2)) for m in solves if m]
+        rec["kmeans_steps"] = sum(1 for e in events if "k-means" in e and "iteration" in e)
     elif mode in ("dask", "dask_cocoa"):
         opts = f"{options} {extra}".strip()
         model, extra_rec = _run_dask(y, rows, opts, "auto" if mode == "dask" else "cocoa")
@@ -365,7 +388,6 @@ SPEEDUP_CASES = [
 def speedup(data_dir, repeats):
     """-m 2 against -m 1 on binary problems, runs paired (m1, m2, m1, m2, ...)."""
     import io
-    import re
     from lcoding.core.messages import Messages
     from lcoding.core.options import parse_train_options
     from lcoding.io.datasets import load
@@ -564,6 +586,29 @@ def table():
             f"| {r['set']} | {r['rows']} | {r['csr_mb']} | {r['method']} | {r['mode']} | "
             f"{r['train_s']:.1f}{extra} | {r['cpu_s']:.1f} | {r['peak_mb']:.0f} | "
             f"{r['test_error']:.2f} | {r['primal']:.6g} | {r['load_before']}/{r['load_after']} |")
+    series = [r for r in runs if r["mode"] == "m2" and "passes" in r and r.get("passes")
+              and r["set"] in ("mnist1260k", *SUBSETS)]
+    if series:
+        lines += ["", "## Cost against n on one distribution (-m 2)", "",
+                  "`mnist1260k_60k` and `mnist1260k_300k` are seeded random row samples of "
+                  "`mnist1260k`, so the three rows differ in n only (the `mnist60k` / "
+                  "`mnist300k` sets above also get harder as they grow).  `passes`: the "
+                  "ten one-vs-rest dual-CD solves' passes (min / median / max), as the "
+                  "solves report them; `us per row-pass` = the solves' seconds over "
+                  "(passes x rows): LIBLINEAR's shrinking visits fewer rows per pass as "
+                  "the passes go on.",
+                  "",
+                  "| set | rows | train s | us per row | passes min / median / max | "
+                  "solve s (sum) | us per row-pass | test error % |",
+                  "|---|---:|---:|---:|---|---:|---:|---:|"]
+        for r in sorted(series, key=lambda r: r["rows"]):
+            ps = np.array(r["passes"])
+            solve = float(np.sum(r["solve_s"]))
+            lines.append(
+                f"| {r['set']} | {r['rows']} | {r['train_s']:.1f} | "
+                f"{1e6 * r['train_s'] / r['rows']:.0f} | {ps.min()} / {np.median(ps):g} / "
+                f"{ps.max()} | {solve:.1f} | {1e6 * solve / (ps.sum() * r['rows']):.2f} | "
+                f"{r['test_error']:.2f} |")
     sp_recs = [r for k, r in recs.items() if k[0] == "speedup"]
     if sp_recs:
         lines += ["", "## -m 2 on one binary problem (CoCoA+, two partitions)", "",

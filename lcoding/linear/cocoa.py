@@ -27,9 +27,6 @@ data partitions held by workers (:mod:`lcoding.dask`), which call
 """
 from __future__ import annotations
 
-import contextvars
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,9 +35,8 @@ from lcoding.core.messages import Messages
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.core._predict import linear_decision_values
 from lcoding.core.seeds import PURPOSE_COCOA, rng_state
-from lcoding.core import threads as _threads
-from lcoding.core.threads import (STOP_FLAG, check_stop, map_threads, single_threaded_blas,
-                                  split_ranges)
+from lcoding.core.threads import (STOP_FLAG, ThreadTeam, check_stop, map_threads,
+                                  single_threaded_blas, split_ranges)
 from lcoding.linear import _dual_cd
 from lcoding.linear.dual_cd import at_iteration_cap
 from lcoding.linear.problem import BinaryProblem, SolveResult
@@ -279,61 +275,6 @@ def dual_objective(W: np.ndarray, alpha: np.ndarray, diag: np.ndarray) -> float:
 
 
 # ------------------------------------------------------------ thread driver
-class RoundPool:
-    """The threads of the partitions' passes, kept for all rounds of one solve:
-    partition 0 runs in the calling thread, the others in ``K - 1`` pool threads
-    (one thread start per solve instead of per round: a round of a small problem
-    is a millisecond).  Ctrl-C as in :func:`lcoding.core.threads.map_threads`:
-    the passes under way stop at their next check and KeyboardInterrupt (or
-    TrainingInterrupted in a worker thread) is raised."""
-
-    def __init__(self, n_parts: int):
-        self.n_parts = n_parts
-        self.pool = None
-        if n_parts > 1:
-            if threading.current_thread() is threading.main_thread():
-                _threads._forget_stale_stop()
-            self.pool = ThreadPoolExecutor(max_workers=n_parts - 1,
-                                           thread_name_prefix="lcoding-cocoa")
-
-    def map(self, fn) -> list:
-        """``[fn(0), ..., fn(K - 1)]``."""
-        if self.pool is None:
-            return [fn(k) for k in range(self.n_parts)]
-        ctx = contextvars.copy_context
-        futures = [self.pool.submit(_threads._in_worker, ctx(), fn, k)
-                   for k in range(1, self.n_parts)]
-        main = threading.current_thread() is threading.main_thread()
-        try:
-            first = fn(0)
-            return [first] + [f.result() for f in futures]
-        except KeyboardInterrupt:
-            owner = main and _threads._request_stop()
-            for f in futures:           # they stop at their next check
-                try:
-                    f.result()
-                except BaseException:   # noqa: BLE001 - the interrupt is re-raised
-                    pass
-            if owner:
-                _threads._clear_stop()
-            raise
-        except BaseException:
-            for f in futures:
-                f.cancel()
-            raise
-
-    def close(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
-            self.pool = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
 def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
                              loss: str, n_parts: int, max_iter: int | None = None
                              ) -> SolveResult:
@@ -373,16 +314,17 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
                               diag, upper, alpha, work[k], parts[k], rule.PGmax_old,
                               rule.PGmin_old, sigma)
 
-    # the partitions' passes run in -m threads (RoundPool: Ctrl-C stops them); BLAS on
+    # the partitions' passes run in -m threads, started once for all rounds (a round
+    # of a small problem is a millisecond; Ctrl-C stops them); BLAS on
     # one thread: the driver's vector sums are small, and a threaded BLAS's workers
     # keep spinning after each call, taking the core a partition's pass needs
     # (ijcnn1 LL-SVM, 300 rounds: 1.02 s -> 0.69-0.74 s on 2 cores)
-    with RoundPool(K) as pool, single_threaded_blas():
+    with ThreadTeam(K) as team, single_threaded_blas():
         while not rule.done:
             if rule.unshrink:
                 for part in parts:
                     part.active_size = part.n_rows
-            pgs = pool.map(local)
+            pgs = team.map(local, range(K))
             change = INF
             if K > 1:
                 # u_k = (W~_k - W) / sigma', added in partition order

@@ -6,16 +6,14 @@
 #                                                     ties -> smaller centre index)
 #     update:  v_j = mean of {x_i : c(i) = j}
 # k-means++ (Arthur & Vassilvitskii 2007): first centre uniform, each next one drawn
-# with probability proportional to the squared distance to the closest centre so far.
+# with probability proportional to the squared distance to the closest centre so far
+# (kmeanspp_init / kmeanspp_draw / kmeanspp_update; the driver loops over centres).
 # Mini-batch (Sculley 2010): per sample of a batch, n_j += 1, v_j += (x - v_j) / n_j.
-# Randomness comes from the caller's splitmix64 state (_rng.pxd).  The seeding (one
-# pass over the rows per centre) returns early, between centres, when the optional
-# stop flag is raised (Ctrl-C, _stop.pxd); its output is then incomplete.
+# Randomness comes from the caller's splitmix64 state (_rng.pxd).
 from libc.stdint cimport int64_t, uint64_t
 
 from lcoding.core._dist cimport CSRView, make_csr, row_sqnorm, block_sqdist
 from lcoding.core._rng cimport rng_below, rng_uniform
-from lcoding.core._stop cimport stop_pointer, stop_requested
 
 import numpy as np
 
@@ -85,70 +83,82 @@ def kmeans_sums(
                     sums[c, X_indices[p]] += X_data[p]
 
 
-def kmeanspp_seed(
+# k-means++ in pieces, so the driver (lcoding.local.anchors) can run the distance
+# updates -- the seeding's whole cost, one pass over the non-zeros per centre -- over
+# row ranges in -m threads: every row's update is its own, so the centres are the
+# same bit for bit for any thread count.  The draw stays serial, in row order.
+def kmeanspp_init(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
-        double[:, ::1] centres,     # OUT (m, d)
-        int[::1] chosen,            # OUT (m,) row ids of the seeds
-        uint64_t[::1] rng_state,    # INOUT
-        const unsigned char[::1] stop=None):  # IN  stop flag (None: never stop)
-    """k-means++ seeding by D^2 sampling (one candidate per step).  Returns False when
-    the stop flag ended it early (the centres are then incomplete), else True."""
-    cdef Py_ssize_t n = X_indptr.shape[0] - 1, m = centres.shape[0], d = centres.shape[1]
-    cdef Py_ssize_t i, j, c, pick
+        Py_ssize_t n_features, Py_ssize_t start, Py_ssize_t stop,
+        double[::1] xsq,            # OUT (n,) ||x_i||^2 over the first n_features columns
+        double[::1] closest):       # OUT (n,) squared distance to the closest centre: none yet
+    """Rows ``start:stop``: their squared norms, and "no centre yet" (1e300)."""
+    cdef Py_ssize_t i
     cdef int64_t p
-    cdef double total, u, acc, dist, c_sq, dot
-    cdef double[::1] closest = np.empty(max(n, 1))
-    cdef double[::1] xsq = np.empty(max(n, 1))
+    cdef double s
+    with nogil:
+        for i in range(start, stop):
+            s = 0.0
+            for p in range(X_indptr[i], X_indptr[i + 1]):
+                if X_indices[p] < n_features:
+                    s += X_data[p] * X_data[p]
+            xsq[i] = s
+            closest[i] = 1.0e300
+
+
+def kmeanspp_draw(
+        const double[::1] closest,  # IN (n,)
+        uint64_t[::1] rng_state,    # INOUT
+        bint first):
+    """The next seed row: uniform for the first centre, else drawn with probability
+    proportional to ``closest`` (D^2 sampling; any row when every row sits on a
+    centre already)."""
+    cdef Py_ssize_t n = closest.shape[0], i, pick
+    cdef double total = 0.0, u, acc = 0.0
     cdef uint64_t* state = &rng_state[0]
-    cdef const unsigned char* stop_p = stop_pointer(stop)
-    if n == 0 or m == 0:
-        return True
+    if n == 0:
+        return 0
+    if first:
+        return rng_below(state, n)
     with nogil:
         for i in range(n):
-            dist = 0.0
-            for p in range(X_indptr[i], X_indptr[i + 1]):
-                if X_indices[p] < d:
-                    dist += X_data[p] * X_data[p]
-            xsq[i] = dist
-            closest[i] = 1.0e300
-        pick = rng_below(state, n)
-        for c in range(m):
-            if stop_requested(stop_p):
-                break
-            if c > 0:
-                total = 0.0
-                for i in range(n):
-                    total += closest[i]
-                if total > 0.0:
-                    u = rng_uniform(state) * total
-                    acc = 0.0
-                    pick = n - 1
-                    for i in range(n):
-                        acc += closest[i]
-                        if acc > u and closest[i] > 0.0:
-                            pick = i
-                            break
-                else:
-                    # every row sits on a centre already: any row will do
-                    pick = rng_below(state, n)
-            chosen[c] = <int>pick
-            for j in range(d):
-                centres[c, j] = 0.0
-            for p in range(X_indptr[pick], X_indptr[pick + 1]):
-                if X_indices[p] < d:
-                    centres[c, X_indices[p]] = X_data[p]
-            c_sq = xsq[pick]
+            total += closest[i]
+        if total > 0.0:
+            u = rng_uniform(state) * total
+            pick = n - 1
             for i in range(n):
-                dot = 0.0
-                for p in range(X_indptr[i], X_indptr[i + 1]):
-                    if X_indices[p] < d:
-                        dot += X_data[p] * centres[c, X_indices[p]]
-                dist = xsq[i] - 2.0 * dot + c_sq
-                if dist < 0.0:
-                    dist = 0.0
-                if dist < closest[i]:
-                    closest[i] = dist
-    return not stop_requested(stop_p)
+                acc += closest[i]
+                if acc > u and closest[i] > 0.0:
+                    pick = i
+                    break
+        else:
+            pick = rng_below(state, n)
+    return pick
+
+
+def kmeanspp_update(
+        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
+        Py_ssize_t n_features, Py_ssize_t start, Py_ssize_t stop,
+        const double[::1] centre,   # IN (n_features,) the new centre (a row, dense)
+        double c_sq,                # IN ||centre||^2
+        const double[::1] xsq,      # IN (n,)
+        double[::1] closest):       # INOUT (n,)
+    """Rows ``start:stop``: ``closest_i = min(closest_i, ||x_i - centre||^2)``, the
+    distance as ``||x||^2 - 2 x.c + ||c||^2`` clipped at 0."""
+    cdef Py_ssize_t i
+    cdef int64_t p
+    cdef double dot, dist
+    with nogil:
+        for i in range(start, stop):
+            dot = 0.0
+            for p in range(X_indptr[i], X_indptr[i + 1]):
+                if X_indices[p] < n_features:
+                    dot += X_data[p] * centre[X_indices[p]]
+            dist = xsq[i] - 2.0 * dot + c_sq
+            if dist < 0.0:
+                dist = 0.0
+            if dist < closest[i]:
+                closest[i] = dist
 
 
 def minibatch_update(

@@ -20,7 +20,7 @@ import numpy as np
 
 from lcoding.local import _kmeans
 from lcoding.core.rows import Rows
-from lcoding.core.threads import RANGE_CHUNK, STOP_FLAG, check_stop, run_ranges
+from lcoding.core.threads import ThreadTeam, check_stop, run_ranges, split_ranges
 from lcoding.local.coding import is_dense, row_slice
 
 ANCHOR_MODES = {0: "k-means", 1: "random samples", 2: "k-means per class",
@@ -44,20 +44,25 @@ def dense_rows(rows: Rows, row_ids, n_features: int) -> np.ndarray:
 
 def _mean_variance(rows: Rows, n_features: int) -> float:
     n = max(rows.n_rows, 1)
-    keep = rows.indices < n_features
-    s1 = np.bincount(rows.indices[keep], weights=rows.data[keep], minlength=n_features) / n
-    s2 = np.bincount(rows.indices[keep], weights=rows.data[keep] ** 2, minlength=n_features) / n
+    data, cols = rows.data, rows.indices
+    if cols.size and int(cols.max()) >= n_features:    # else no copies (the usual case)
+        keep = cols < n_features
+        data, cols = data[keep], cols[keep]
+    s1 = np.bincount(cols, weights=data, minlength=n_features) / n
+    s2 = np.bincount(cols, weights=data * data, minlength=n_features) / n
     return float(np.mean(np.maximum(s2 - s1 ** 2, 0.0))) if n_features else 0.0
 
 
-def _assign(rows: Rows, centres: np.ndarray, dense: bool, n_threads: int = 1):
+def _assign(rows: Rows, centres: np.ndarray, dense: bool, n_threads: int = 1,
+            team: ThreadTeam | None = None):
     """Closest centre and its squared distance for every row, and the inertia.
 
     The rows go to the kernel in chunks whose starts are multiples of its 256-row
     distance block (:func:`lcoding.core.threads.run_ranges`), with a Ctrl-C check
     between them, in ``n_threads`` threads: every row meets the same block, so the
     labels and distances are the same bit for bit for any thread count.  The inertia
-    is summed from the distances (in row order), not from the chunks."""
+    is summed from the distances (in row order), not from the chunks.  ``team``: the
+    threads to use (kept for all the steps of one k-means)."""
     labels = np.empty(rows.n_rows, dtype=np.int32)
     mind = np.empty(rows.n_rows)
     c_sq = np.einsum("ij,ij->i", centres, centres)
@@ -68,8 +73,49 @@ def _assign(rows: Rows, centres: np.ndarray, dense: bool, n_threads: int = 1):
         part = row_slice(rows, a, b)
         _kmeans.kmeans_assign(part.data, part.indices, part.indptr, rows.n_features,
                               centres, centres_t, c_sq, labels[a:b], mind[a:b], dense)
-    run_ranges(work, rows.n_rows, max(1, int(n_threads)))
+    run_ranges(work, rows.n_rows, max(1, int(n_threads)), team)
     return labels, mind, float(mind.sum())
+
+
+def kmeanspp_seed(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray,
+                  team: ThreadTeam | None = None):
+    """k-means++ seeds (Arthur & Vassilvitskii 2007): ``(centres, chosen rows)``.
+
+    The first centre is a uniform row, each next one a row drawn with probability
+    proportional to its squared distance to the closest centre so far.  The draws
+    run in order over the rows; the distance updates (one pass over the non-zeros
+    per centre, the whole cost) run over row ranges in the ``team``'s threads, so
+    the seeds are the same bit for bit for any thread count.  Ctrl-C is checked
+    between centres."""
+    n = rows.n_rows
+    centres = np.zeros((n_clusters, n_features))
+    chosen = np.empty(n_clusters, dtype=np.int32)
+    xsq = np.empty(n)
+    closest = np.empty(n)
+    state = np.array(rng_state, dtype=np.uint64).reshape(1)
+    X = (rows.data, rows.indices, rows.indptr, n_features)
+    spans = split_ranges(n, team.n_threads if team is not None else 1)
+
+    def each_range(fn, *args):
+        def work(span):
+            fn(*X, span[0], span[1], *args)
+        if team is None:
+            for span in spans:
+                work(span)
+        else:
+            team.map(work, spans)
+
+    each_range(_kmeans.kmeanspp_init, xsq, closest)
+    for c in range(n_clusters):
+        check_stop()
+        pick = int(_kmeans.kmeanspp_draw(closest, state, c == 0))
+        chosen[c] = pick
+        p0, p1 = int(rows.indptr[pick]), int(rows.indptr[pick + 1])
+        cols = rows.indices[p0:p1]
+        keep = cols < n_features
+        centres[c, cols[keep]] = rows.data[p0:p1][keep]
+        each_range(_kmeans.kmeanspp_update, centres[c], float(xsq[pick]), xsq, closest)
+    return centres, chosen
 
 
 def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, *,
@@ -79,7 +125,8 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
     """k-means centres ``(n_clusters, n_features)`` of ``rows``.
 
     ``init`` is ``"k-means++"`` or ``"random"`` (distinct random rows).  The
-    assignment steps run in ``n_threads`` threads (the same centres for any count).
+    seeding's distance updates and the assignment steps run in ``n_threads``
+    threads, started once (the same centres for any count).
     ``events`` (optional callable) gets one line per Lloyd step: its inertia (the
     sum of squared distances to the closest centres) and the centres' squared shift.
     """
@@ -93,26 +140,32 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
         init_size = min(n, max(3 * batch_size, 10 * n_clusters))
         if init_size < n:
             seed_rows = rows.take(np.sort(rng.choice(n, init_size, replace=False)))
-    if init == "k-means++":
-        centres = np.zeros((n_clusters, n_features))
-        chosen = np.empty(n_clusters, dtype=np.int32)
-        state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
-        _kmeans.kmeanspp_seed(seed_rows.data, seed_rows.indices, seed_rows.indptr,
-                              centres, chosen, state, stop=STOP_FLAG)
-        check_stop()            # the seeding ends early on Ctrl-C
-    elif init == "random":
-        pick = rng.choice(seed_rows.n_rows, n_clusters, replace=False)
-        centres = dense_rows(seed_rows, pick, n_features)
-    else:
+    if init not in ("k-means++", "random"):
         raise ValueError(f"unknown k-means initialisation {init!r}")
-    dense = is_dense(rows, n_features)
+    # the threads are started once for the seeding and every step
+    with ThreadTeam(n_threads) as team:
+        if init == "k-means++":
+            state = rng.integers(0, 2 ** 63, size=1, dtype=np.int64).astype(np.uint64)
+            centres, _ = kmeanspp_seed(seed_rows, n_clusters, n_features, state, team)
+        else:
+            pick = rng.choice(seed_rows.n_rows, n_clusters, replace=False)
+            centres = dense_rows(seed_rows, pick, n_features)
+        return _lloyd(rows, centres, n_features, rng, max_iter, tol, batch_size, team,
+                      events, name)
 
+
+def _lloyd(rows: Rows, centres: np.ndarray, n_features: int, rng, max_iter: int,
+           tol: float, batch_size: int, team: ThreadTeam, events, name: str) -> np.ndarray:
+    """The steps of :func:`kmeans` from seeded ``centres``: Lloyd's, or mini-batch
+    steps when ``batch_size > 0``."""
+    n, n_clusters = rows.n_rows, centres.shape[0]
+    dense = is_dense(rows, n_features)
     if batch_size > 0:
         counts = np.zeros(n_clusters, dtype=np.int64)
         for _ in range(max_iter):
             check_stop()
             batch = rows.take(np.sort(rng.choice(n, min(batch_size, n), replace=False)))
-            labels, _, _ = _assign(batch, centres, dense, n_threads)
+            labels, _, _ = _assign(batch, centres, dense, team=team)
             _kmeans.minibatch_update(batch.data, batch.indices, batch.indptr, labels,
                                      centres, counts)
         return centres
@@ -122,7 +175,7 @@ def kmeans(rows: Rows, n_clusters: int, n_features: int, rng_state: np.ndarray, 
     counts = np.empty(n_clusters, dtype=np.int64)
     for step in range(max_iter):
         check_stop()
-        labels, mind, inertia = _assign(rows, centres, dense, n_threads)
+        labels, mind, inertia = _assign(rows, centres, dense, team=team)
         _kmeans.kmeans_sums(rows.data, rows.indices, rows.indptr, labels, sums, counts)
         new = sums / np.maximum(counts, 1)[:, None]
         empty = np.flatnonzero(counts == 0)

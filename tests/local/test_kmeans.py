@@ -7,7 +7,8 @@ import scipy.sparse as sp
 
 from lcoding.local import _kmeans
 from lcoding.core.rows import as_rows
-from lcoding.local.anchors import kmeans, learn_anchors
+from lcoding.core.threads import ThreadTeam
+from lcoding.local.anchors import kmeans, kmeanspp_seed, learn_anchors
 from lcoding.core.seeds import rng_state
 
 
@@ -83,11 +84,49 @@ def test_kmeans_iteration_cap_zero_returns_seeds(rng):
 
 def test_kmeanspp_seeds_are_distinct_rows(rng):
     X = rng.normal(size=(50, 3))
-    rows = as_rows(X)
-    C = np.zeros((50, 3))
-    chosen = np.empty(50, dtype=np.int32)
-    _kmeans.kmeanspp_seed(rows.data, rows.indices, rows.indptr, C, chosen, rng_state(1, 2))
+    C, chosen = kmeanspp_seed(as_rows(X), 50, 3, rng_state(1, 2))
     assert len(set(chosen.tolist())) == 50      # D^2 never re-picks a chosen row
+    np.testing.assert_array_equal(C, X[chosen])
+
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(state):
+    """lcoding/core/_rng.pxd's generator in Python (``state``: a one-item list)."""
+    state[0] = (state[0] + 0x9E3779B97F4A7C15) & MASK64
+    z = state[0]
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def kmeanspp_reference(X, m, seed):
+    """D^2 sampling in NumPy with the kernels' generator; integer data keeps every
+    distance and running sum exact, so the draws must agree row for row."""
+    state = [int(seed)]
+    n = X.shape[0]
+    closest = np.full(n, np.inf)
+    picks = [splitmix64(state) % n]
+    for c in range(m):
+        if c > 0:
+            total = closest.sum()
+            u = (splitmix64(state) >> 11) * (1.0 / 2 ** 53) * total
+            pick = int(np.flatnonzero((np.cumsum(closest) > u) & (closest > 0))[0])
+            picks.append(pick)
+        closest = np.minimum(closest, ((X - X[picks[-1]]) ** 2).sum(1))
+    return np.array(picks)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2, 3])
+def test_kmeanspp_matches_a_numpy_reference_for_any_thread_count(n_threads):
+    # 1300 rows: the threads' ranges cut inside and between 256-row blocks
+    X = np.random.default_rng(4).integers(-3, 4, size=(1300, 5)).astype(float)
+    X[::7, 2] = 0.0                 # sparse rows too
+    state = rng_state(3, 4)
+    with ThreadTeam(n_threads) as team:
+        C, chosen = kmeanspp_seed(as_rows(X), 40, 5, state, team)
+    np.testing.assert_array_equal(chosen, kmeanspp_reference(X, 40, int(state[0])))
     np.testing.assert_array_equal(C, X[chosen])
 
 
@@ -144,3 +183,28 @@ def test_anchors_are_the_same_for_any_thread_count(rng, dense, mode, batch):
     got = [learn_anchors(rows, ci, 30, mode, rng_state(7, 1), batch_size=batch, n_threads=t)
            for t in (1, 2, 3)]
     assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_kmeanspp_seeding_stops_between_centres_on_ctrl_c(monkeypatch, n_threads):
+    """Ctrl-C (the stop request) ends the seeding at the next centre, in any thread
+    count, with TrainingInterrupted (a KeyboardInterrupt), not after all centres."""
+    from lcoding.core import threads
+    from lcoding.local import anchors
+    real = _kmeans.kmeanspp_update
+    calls = []
+
+    def update(*args):
+        calls.append(1)
+        if len(calls) == 3 * n_threads:
+            threads._request_stop()
+        return real(*args)
+
+    monkeypatch.setattr(anchors._kmeans, "kmeanspp_update", update)
+    X = np.random.default_rng(0).normal(size=(2000, 4))
+    try:
+        with pytest.raises(threads.TrainingInterrupted):
+            kmeans(as_rows(X), 50, 4, rng_state(1, 1), n_threads=n_threads)
+    finally:
+        threads._clear_stop()
+    assert len(calls) <= 4 * n_threads
