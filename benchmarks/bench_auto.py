@@ -205,7 +205,8 @@ def table(src: Path, dst: Path) -> None:
            "predict us/row | vs RBF error | RBF time / time | RBF predict / predict | "
            "chosen | load |",
            "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |"]
-    for name in SETS:
+    names = list(SETS) + sorted({k[0] for k in latest} - set(SETS))   # then any other set
+    for name in names:
         rbf = latest.get((name, "RBF tuned"))
         for model in ("lcoding auto", "RBF tuned", "SVC()"):
             r = latest.get((name, model))
@@ -228,7 +229,8 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="one data set, one process")
-    r.add_argument("set", choices=SETS)
+    r.add_argument("set", help=f"a data set of $LCODING_DATA: <set>.train.bz2 and "
+                               f"<set>.test.bz2 (the shared ones: {', '.join(SETS)})")
     r.add_argument("--models", default="auto,rbf,svc")
     r.add_argument("--budget", type=float, default=60.0, help="lcoding's budget_s")
     r.add_argument("--grid-rows", type=int, default=10000)

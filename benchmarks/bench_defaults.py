@@ -9,6 +9,9 @@ split; the test split is used for the reported error only.
     python benchmarks/bench_defaults.py                      # everything, one process
     python benchmarks/bench_defaults.py --sets banana,usps --models LocallyLinearSVC,SVC
 
+``--sets`` takes any set of ``$LCODING_DATA`` (``<set>.train.bz2`` and
+``<set>.test.bz2``), not only the shared ones; its rows follow theirs in the table.
+
 ``--cache FILE`` appends every measurement to a JSON-lines file and skips the
 (set, model) pairs already in it, so a long run (``SVC()`` on mnist takes many
 minutes on 2 cores) can be resumed; the table is written from the cache plus the
@@ -176,7 +179,8 @@ def main(argv=None):
                 with open(args.cache, "a") as fh:
                     fh.write(json.dumps(rec) + "\n")
     if not args.no_table:
-        all_sets = [s for s in SETS if any((s, m) in records for m in MODELS)]
+        seen = {s for s, _ in records}
+        all_sets = [s for s in SETS if s in seen] + sorted(seen - set(SETS))
         Path(args.out).write_text(table(records, all_sets, list(MODELS)))
         print(f"wrote {args.out}")
 

@@ -139,3 +139,49 @@ def test_kernel_returns_early_on_the_flag():
     assert not W.any() and not alpha.any()
     _dual_cd.dual_cd_pass(*args(W, alpha), stop=np.zeros(1, dtype=np.uint8))
     assert W.any()
+
+
+def test_thread_team_maps_in_order_and_runs_the_first_item_in_the_caller():
+    caller = threading.get_ident()
+    with threads.ThreadTeam(3) as team:
+        for _ in range(3):          # the same threads serve every step
+            seen = team.map(lambda i: (i * i, threading.get_ident()), range(3))
+            assert [v for v, _ in seen] == [0, 1, 4]
+            assert seen[0][1] == caller and seen[1][1] != caller
+        assert team.map(lambda i: i + 1, [41]) == [42]    # one item: in the caller
+    assert team.pool is None
+
+
+def test_thread_team_passes_a_workers_error_on_after_the_others_finish():
+    done = []
+
+    def work(i):
+        if i == 1:
+            raise ValueError("item 1 failed")
+        time.sleep(0.05)
+        done.append(i)
+        return i
+
+    with threads.ThreadTeam(3) as team:
+        with pytest.raises(ValueError, match="item 1"):
+            team.map(work, range(3))
+        assert sorted(done) == [0, 2]       # nothing still writes after the raise
+        assert team.map(lambda i: -i, range(2)) == [0, -1]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_thread_team_stops_on_keyboard_interrupt(n_threads):
+    timer = interrupt_main_after(0.2)
+    outcomes = []
+
+    def steps():
+        with threads.ThreadTeam(n_threads) as team:
+            while True:
+                team.map(busy(outcomes=outcomes), range(n_threads))
+
+    with pytest.raises(KeyboardInterrupt):
+        run_interruptible(steps)
+    timer.join()
+    assert outcomes and set(outcomes) == {"stopped"}
+    assert not stop_requested() and STOP_FLAG[0] == 0
+    assert threads._busy_workers == 0
