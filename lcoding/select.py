@@ -70,7 +70,8 @@ KPCA_MAX_FEATURES = 64   # the kernel PCA map is a candidate for at most this ma
 KPCA_MIN_DENSITY = 0.5   # ... stored as at least this fraction of non-zero values
 KPCA_LANDMARKS = 1000    # -X of that candidate (InvariantSVC's default)
 KQ_MIN_FEATURES = 50      # k q-metrics (PCA to 50 dimensions) for more features than this
-KQ_MAX_FEATURES = 4096    # ... and at most this many (the PCA's d x d gram: 128 MB)
+KQ_MAX_FEATURES = 100_000  # ... and at most this many (the PCA's 50 x d directions: 40 MB;
+                           # past 2048 features it runs Lanczos, no d x d gram)
 KQ_CANDIDATE = "-s 40 -k 8 -Q 20 -l 50 -Z 1 -z 0.5 -W 1 -U 1.05 -V 0.95 -D 0.1"
 GROWTH = 1.5              # predicted cost of a rung / the cost of the previous one
 ORDER_STREAM = 0          # path under PURPOSE_SELECT: the row permutation of the rungs
@@ -130,7 +131,7 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     inverse-distance codings (the Gaussian width from the training rows; also
     ``LocallyLinearSVC()``'s data-scaled defaults), the k*
     coding, the Hellinger map first when every value is >= 0, anchor planes when
-    there are enough features for planes, k q-metrics when there are 51 to 4096
+    there are enough features for planes, k q-metrics when there are 51 to 100 000
     features, and the RBF kernel PCA map when there are few dense features.
     Cheapest first (ties in the CV error go to the earlier candidate)."""
     n, d = rows.n_rows, rows.n_features
@@ -160,8 +161,8 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     if KQ_MIN_FEATURES < d <= KQ_MAX_FEATURES:
         # many features (images, text): discriminative k q-metrics on a 50-dimensional
         # PCA, KQMetricsClassifier()'s setting -- on MNIST and USPS the best of the
-        # estimators at their defaults (1.33 % and 4.58 % test error); the PCA's d x d
-        # gram bounds d
+        # estimators at their defaults (1.33 % and 4.58 % test error); the PCA's
+        # 50 x d directions bound d
         out.append(KQ_CANDIDATE)
     if d <= KPCA_MAX_FEATURES and rows.data.size >= KPCA_MIN_DENSITY * n * d:
         # few dense features (magic04, letter): the RBF kernel PCA map (-t 2, Nystroem

@@ -71,6 +71,9 @@ PASS_NAMES = {PASS_STOCHASTIC: "stochastic", PASS_SEMI_CURRENT: "semi-current",
 LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when stable)
 TRANSFORM_VALUES = 1 << 22   # dense values per preprocessing block (32 MB)
 GRAM_WORK = 1 << 24          # multiply-adds per block of the PCA's sparse gram (~0.06 s: scipy takes ~3.5 ns each)
+# more input features than this (and at most a quarter of them kept): the PCA runs
+# Lanczos on the covariance operator instead of the dense d x d eigendecomposition
+DENSE_PCA_MAX_FEATURES = 2048
 
 def _rng(seed, *purpose) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(int(rng_state(seed, *purpose)[0])))
@@ -133,9 +136,12 @@ class KQPreprocess:
         X = rows.to_csr()
         n = X.shape[0]
         mean = np.asarray(X.mean(axis=0)).reshape(-1)
-        gram = sparse_gram(X)
-        cov = gram / n - np.outer(mean, mean)
-        comps = top_eigenvectors(cov, pca_dim)
+        if in_dim > DENSE_PCA_MAX_FEATURES and pca_dim <= in_dim // 4:
+            comps = top_covariance_eigenvectors(X, mean, pca_dim)
+        else:
+            gram = sparse_gram(X)
+            cov = gram / n - np.outer(mean, mean)
+            comps = top_eigenvectors(cov, pca_dim)
         return cls(nr_feature, mean, _fix_signs(comps), sphere, offset, kernel_map)
 
     def transform(self, rows: Rows) -> np.ndarray:
@@ -193,6 +199,30 @@ def sparse_gram(X: sp.csr_matrix) -> np.ndarray:
         gram[start:stop] = (XT[start:stop] @ X).toarray()
         start = stop
     return gram
+
+
+def top_covariance_eigenvectors(X: sp.csr_matrix, mean: np.ndarray, count: int) -> np.ndarray:
+    """(count, d) rows: the top principal directions of the rows of ``X`` (centred by
+    ``mean``), largest first, by Lanczos iterations (ARPACK) on the covariance as an
+    operator, ``v -> X^T (X v) / n - mean (mean . v)``: two sparse products per step
+    instead of the dense d x d Gram and its O(d^3) reduction -- reuters (8315
+    features): 0.15 s instead of 42 s, the same 50-dimensional subspace (smallest
+    principal-angle cosine 1 - 4e-16).  Fixed start vector, one BLAS thread: the
+    same directions on every run; a stop check per product (Ctrl-C)."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+    n, d = X.shape
+    XT = X.T.tocsr()
+
+    def covariance_times(v):
+        check_stop()
+        v = np.asarray(v, dtype=np.float64).reshape(-1)
+        return (XT @ (X @ v)) / n - mean * float(mean @ v)
+
+    op = LinearOperator((d, d), matvec=covariance_times, dtype=np.float64)
+    with blas_threads(1):
+        vals, vecs = eigsh(op, k=count, which="LA", v0=np.ones(d), tol=0.0)
+    order = np.argsort(-vals, kind="stable")
+    return np.ascontiguousarray(vecs[:, order].T)
 
 
 def _fix_signs(vectors: np.ndarray) -> np.ndarray:

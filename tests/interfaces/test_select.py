@@ -297,11 +297,11 @@ def test_C_L_auto_with_no_candidate_run_says_so(small, fixed_candidates, capsys)
 
 
 def test_k_q_metrics_is_a_candidate_for_many_features():
-    """51 to 4096 features (images): KQMetricsClassifier()'s setting is tried; not
-    for few features (its PCA to 50 dimensions would be no reduction) nor for very
-    many (the PCA's d x d gram)."""
+    """51 to 100 000 features (images, text): KQMetricsClassifier()'s setting is
+    tried; not for few features (its PCA to 50 dimensions would be no reduction) nor
+    for very many (the PCA's 50 x d directions)."""
     import scipy.sparse as sp
     y = (np.arange(400) % 2).astype(float)
-    for d, expected in ((16, False), (256, True), (5000, False)):
+    for d, expected in ((16, False), (256, True), (5000, True), (sel.KQ_MAX_FEATURES + 1, False)):
         X = sp.random(400, d, density=min(1.0, 20 / d), format="csr", random_state=1)
         assert (sel.KQ_CANDIDATE in sel.candidate_options(y, _rows(X), seed=1)) == expected, d

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from lcoding.methods import _kq
 from lcoding.core.rows import as_rows
@@ -488,3 +489,26 @@ def test_same_model_for_any_thread_count(opts):
     X = X + 0.05 * rng.standard_normal(X.shape)
     texts = [model_to_text(train(y, X, f"{opts} -m {m}")) for m in (1, 2)]
     assert texts[0] == texts[1]
+
+
+def test_pca_of_many_features_by_lanczos_matches_the_dense_eigendecomposition():
+    """More than DENSE_PCA_MAX_FEATURES features: the PCA's directions come from
+    Lanczos on the covariance operator; they span the dense path's subspace and are
+    the same on every run."""
+    from lcoding.methods import kq as kq_module
+    from lcoding.core.rows import as_rows
+    rng = np.random.default_rng(5)
+    d = kq_module.DENSE_PCA_MAX_FEATURES + 452
+    # rank-12 structure (a clear spectral gap) plus noise, 30 % of the entries kept
+    X = rng.normal(size=(300, 12)) @ rng.normal(size=(12, d)) * 3 + rng.normal(size=(300, d))
+    X[rng.random(X.shape) > 0.3] = 0.0
+    X = sp.csr_matrix(X + 2.0 * (X != 0))          # not centred
+    pre = kq_module.KQPreprocess.fit(as_rows(X), 12, True)
+    mean = np.asarray(X.mean(axis=0)).ravel()
+    cov = (X.T @ X).toarray() / X.shape[0] - np.outer(mean, mean)
+    dense = kq_module.top_eigenvectors(cov, 12)
+    cosines = np.linalg.svd(pre.components @ dense.T, compute_uv=False)
+    assert cosines.min() > 1 - 1e-9
+    np.testing.assert_allclose(pre.mean, mean)
+    again = kq_module.KQPreprocess.fit(as_rows(X), 12, True)
+    np.testing.assert_array_equal(again.components, pre.components)
