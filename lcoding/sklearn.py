@@ -2,7 +2,7 @@
 
 One estimator per method, each a thin front end of the option string::
 
-    LocallyLinearSVC     LL-SVM on a local coding (-L 1, 2, 3, 6; -s 1, 3, 4, 30, 32)
+    LocallyLinearSVC     LL-SVM on a local coding (-L 1, 2, 3, 6; -s 1, 2, 3, 4, 30, 32)
     AnchorPlanesSVC      anchor planes G-OCC / C-OCC (-L 4, 5; LIB-/PEG-LLSVM, linear on codes)
     LLCJointSVC          LLC-SAPL / LLC-JO, joint SGD of weights and anchors (-s 31, 33)
     KQMetricsClassifier  discriminative k q-metrics / k q-flats (-s 40, 41)
@@ -46,7 +46,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from lcoding.core.options import parse_train_options
 from lcoding.core.rows import as_rows
 from lcoding.methods.defaults import (BETA_SCALE_FACTOR, anchor_distance_scale,
-                                      auto_anchors as _auto_anchors, scale_C)
+                                      auto_anchors as _auto_anchors, newton_suits, scale_C)
 from lcoding.io.model_files import model_to_text
 from lcoding.select import select
 from lcoding.training import METHOD_BY_NAME, load_model_file, model_from_text, train_model
@@ -674,9 +674,16 @@ class LocallyLinearSVC(_LcodingClassifier):
         k* coding's mu; 'scale' as beta.
     ridge : float or None ('llc' only; -u)
         LLC ridge in units of 1e-4 trace(C); None: 1.
-    solver : {'dual_cd', 'sgd', 'averaged_sgd', 'crammer_singer'} (-s with loss)
+    solver : {'auto', 'dual_cd', 'primal_newton', 'sgd', 'averaged_sgd',
+        'crammer_singer'} (-s with loss)
+        'auto' (default): 'primal_newton' when there are at least 8 rows per coded
+        weight (``n_anchors * (n_features + 1)``) and the coded rows fit in 768 MB,
+        else 'dual_cd' (``solver_`` says which).
     loss : {None, 'squared_hinge', 'hinge'} (-s with solver)
-        dual_cd: squared_hinge -s 1 (default), hinge -s 3; SGD: hinge only.
+        dual_cd: squared_hinge -s 1 (default), hinge -s 3; primal_newton: squared
+        hinge -s 2, LIBLINEAR's Newton solver on the coded rows written out (the
+        faster one when the dual CD crawls: many rows, few features, a small C);
+        SGD: hinge only.
     anchor_init : {'kmeans', 'random', 'kmeans_per_class', 'random_per_class',
         'kmeans_random_seeds'} (-a)
     kernel_map : {None, 'intersection', 'chi2', 'hellinger'} (-K)
@@ -695,7 +702,9 @@ class LocallyLinearSVC(_LcodingClassifier):
     _METHOD = "llsvm"
     _SAMPLE_WEIGHT = True
     _OPTION_TABLE = (
-        Param("solver", "-s", "'dual_cd' (with loss) 1 / 3, 'crammer_singer' 4, 'sgd' 30, "
+        Param("solver", "-s", "'auto': 'primal_newton' at >= 8 rows per coded weight, "
+                              "else 'dual_cd'; 'dual_cd' (with loss) 1 / 3, "
+                              "'primal_newton' 2, 'crammer_singer' 4, 'sgd' 30, "
                               "'averaged_sgd' 32"),
         _LOSS_DUAL_CD,
         Param("coding", "-L", "'inverse_distance' 1, 'gaussian' 2, 'kstar' 3, 'llc' 6"),
@@ -720,7 +729,7 @@ class LocallyLinearSVC(_LcodingClassifier):
     )
 
     def __init__(self, C="scale", n_anchors="auto", n_neighbors=16, coding="gaussian",
-                 beta="scale", power=None, mu=None, ridge=None, solver="dual_cd", loss=None,
+                 beta="scale", power=None, mu=None, ridge=None, solver="auto", loss=None,
                  anchor_init="kmeans", kernel_map=None, kernel_map_order=1, max_iter=None,
                  t0=0.0, tol=None, fit_intercept=True, intercept_scaling=1.0,
                  class_weight=None, probability=False, random_state=None, n_jobs=None,
@@ -773,7 +782,15 @@ class LocallyLinearSVC(_LcodingClassifier):
     def _options(self, rows, y_train, sample_weight):
         resolved = {}
         code = _choice("coding", self.coding, _CODINGS)
-        st = _local_solver(self.solver, self.loss)
+        solver = self.solver
+        if solver == "auto":
+            solver = "dual_cd"      # settled below, once the anchors are known
+        if solver == "primal_newton":
+            if self.loss not in (None, "squared_hinge"):
+                raise ValueError("solver='primal_newton' minimises the squared hinge loss")
+            st = 2
+        else:
+            st = _local_solver(solver, self.loss)
         n_classes = None if y_train is None else np.unique(y_train).size
         if self.n_anchors == "auto":
             m = _auto_anchors(_data(rows, "n_anchors='auto'").n_rows, n_classes)
@@ -790,6 +807,14 @@ class LocallyLinearSVC(_LcodingClassifier):
                                   integer=True))
         seed = _seed(self.random_state)
         km_rows = None if rows is None or not km else _kernel_map_rows(rows, km, order)
+        if self.solver == "auto" and st == 1:
+            # the squared hinge by the faster of its two solvers for this shape (the
+            # rows as the coding sees them; the homogeneous maps multiply the features
+            # by 2 kernel_map_order + 1, which their proxy rows do not show: dual CD)
+            coded_from = km_rows if km_rows is not None else _data(rows, "solver='auto'")
+            st = 2 if km in (0, 3) and newton_suits(coded_from, m, m if code == 3 else k,
+                                                    bool(self.fit_intercept)) else 1
+            resolved["solver_"] = "primal_newton" if st == 2 else "dual_cd"
         u, data_u = self._coding_param(code, rows, m, k, seed, km_rows)
         if data_u:
             resolved[f"{_CODING_PARAM[code]}_"] = u
@@ -827,8 +852,8 @@ class LocallyLinearSVC(_LcodingClassifier):
     def _params_from_model(self, model):
         super()._params_from_model(model)
         st = int(model.solver_type)
-        self.solver = {1: "dual_cd", 3: "dual_cd", 4: "crammer_singer", 30: "sgd",
-                       32: "averaged_sgd"}.get(st, "dual_cd")
+        self.solver = {1: "dual_cd", 3: "dual_cd", 2: "primal_newton", 4: "crammer_singer",
+                       30: "sgd", 32: "averaged_sgd"}.get(st, "dual_cd")
         self.loss = "hinge" if st == 3 else None
         coder = getattr(model, "coding", None)
         if coder is not None:

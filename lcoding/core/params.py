@@ -101,7 +101,7 @@ def _coding_values(coding: CodingType, value: float) -> dict:
 
 @dataclass(frozen=True)
 class LLSVMParams:
-    """LL-SVM (``-L 1, 2, 3, 6`` with ``-s 1, 3, 4, 30, 32``)."""
+    """LL-SVM (``-L 1, 2, 3, 6`` with ``-s 1, 2, 3, 4, 30, 32``)."""
     coding: CodingType
     anchors: AnchorParams
     n_neighbors: int                  # -k

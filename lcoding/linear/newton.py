@@ -35,7 +35,7 @@ from scipy.special import xlogy
 
 from lcoding.linear import _dual_cd, _dual_lr, _newton
 from lcoding.core.options import SolverType, TrainParams
-from lcoding.linear.problem import BinaryProblem, SolveResult
+from lcoding.linear.problem import BinaryProblem, SolveResult, materialized_problem
 from lcoding.core.messages import Messages
 from lcoding.core.threads import check_stop
 
@@ -64,11 +64,18 @@ def primal_tolerance(prob: BinaryProblem, params: TrainParams, regression: bool,
     return eps * max(min(pos, neg), 1) / max(n, 1) * tol_scale
 
 
-def _require_linear(prob: BinaryProblem, solver_type: int) -> None:
-    if prob.coding is not None:
-        raise ValueError(
-            f"-s {solver_type} ({SolverType(solver_type).name}): the primal Newton solver trains "
-            f"plain linear models only; use a dual or SGD solver with a local coding")
+def _require_linear(prob: BinaryProblem, solver_type: int) -> BinaryProblem:
+    """The problem the Newton solver runs on: a coded ``-s 2`` problem as its coded
+    rows written out (:func:`~lcoding.linear.problem.materialized_problem`; the same
+    objective, ``w`` = the coded ``W``); other coded problems are refused."""
+    if prob.coding is None and not prob.shared_bias:
+        return prob
+    if solver_type == int(SolverType.L2R_L2LOSS_SVC):
+        return materialized_problem(prob)
+    raise ValueError(
+        f"-s {solver_type} ({SolverType(solver_type).name}): the primal Newton solver trains "
+        f"plain linear models and -s 2 on coded rows only; use a dual or SGD solver with a "
+        f"local coding")
 
 
 def _objective_for(prob: BinaryProblem, params: TrainParams, loss: int) -> _newton.ErmObjective:
@@ -209,7 +216,7 @@ def newton(fun: _newton.ErmObjective, w: np.ndarray, eps: float, info: Messages,
 
 def _solve_primal(prob: BinaryProblem, params: TrainParams, info: Messages, loss: int,
                   solver_type: int, tol_scale: float, init_w) -> SolveResult:
-    _require_linear(prob, solver_type)
+    prob = _require_linear(prob, solver_type)
     regression = loss == _newton.LOSS_SQUARED_EPS_INSENSITIVE
     fun = _objective_for(prob, params, loss)
     w = np.zeros(prob.stride)

@@ -79,6 +79,66 @@ class BinaryProblem:
         return np.where(self.y > 0, self.Cp, self.Cn).astype(np.float64)
 
 
+# the most non-zeros a coded problem is written out with for the primal Newton solver
+# (12 bytes each: 768 MB); more and -s 2 asks for the dual solver instead
+MATERIALIZE_MAX_NONZEROS = 1 << 26
+
+
+def coded_nonzeros(prob: BinaryProblem) -> int:
+    """Non-zeros of the coded rows ``z_i`` written out (:func:`materialized_problem`)."""
+    rows = prob.rows
+    anchor_idx, coding_weight = prob.coding_arrays()
+    bias, shared_bias = prob.kernel_bias
+    per_anchor = np.diff(rows.indptr) + (1 if bias >= 0 else 0)
+    anchors = (np.count_nonzero(coding_weight, axis=1) if anchor_idx.shape[0]
+               else np.ones(rows.n_rows, dtype=np.int64))
+    return int(np.dot(anchors.astype(np.int64), per_anchor.astype(np.int64))) + \
+        (rows.n_rows if shared_bias >= 0 else 0)
+
+
+def materialized_problem(prob: BinaryProblem, coded: Rows | None = None) -> BinaryProblem:
+    """The same problem on explicit rows ``z_i = gamma(x_i) (x) [x_i; B]`` (CSR, one
+    column per entry of ``W``, the bias columns included), for the solvers that need
+    a design matrix (the primal Newton ``-s 2``).  Its ``w`` is the coded problem's
+    ``W`` entry for entry.  Raises ValueError when the rows would take more than
+    :data:`MATERIALIZE_MAX_NONZEROS` non-zeros.  ``coded``: the rows written out
+    already (one-vs-rest problems share them)."""
+    from lcoding.linear import _dual_cd
+    if prob.coding is None and not prob.shared_bias:
+        return prob
+    if coded is not None:
+        return BinaryProblem(coded, prob.y, prob.Cp, prob.Cn, -1.0, prob.rng_state,
+                             sample_C=prob.sample_C)
+    rows = prob.rows
+    nnz = coded_nonzeros(prob)
+    if nnz > MATERIALIZE_MAX_NONZEROS:
+        raise ValueError(
+            f"-s 2 with a local coding writes the coded rows out: {nnz} non-zeros "
+            f"({nnz * 12 / 2 ** 20:.0f} MB) is more than the {MATERIALIZE_MAX_NONZEROS} "
+            f"allowed; train with the dual solver -s 1 (the same objective)")
+    anchor_idx, coding_weight = prob.coding_arrays()
+    if anchor_idx.shape[0]:
+        order = np.argsort(anchor_idx, axis=1, kind="stable")    # columns come out sorted
+        anchor_idx = np.ascontiguousarray(np.take_along_axis(anchor_idx, order, axis=1))
+        coding_weight = np.ascontiguousarray(np.take_along_axis(coding_weight, order, axis=1))
+    bias, shared_bias = prob.kernel_bias
+    per_anchor = np.diff(rows.indptr) + (1 if bias >= 0 else 0)
+    anchors = (np.count_nonzero(coding_weight, axis=1) if anchor_idx.shape[0]
+               else np.ones(rows.n_rows, dtype=np.int64))
+    counts = anchors * per_anchor + (1 if shared_bias >= 0 else 0)
+    indptr = np.zeros(rows.n_rows + 1, dtype=np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    data = np.empty(int(indptr[-1]))
+    indices = np.empty(int(indptr[-1]), dtype=np.int32)
+    shared_pos = prob.w_size - 1 if shared_bias >= 0 else 0
+    _dual_cd.coded_rows_fill(rows.data, rows.indices, rows.indptr, rows.n_features, bias,
+                             anchor_idx, coding_weight, shared_bias, shared_pos, indptr,
+                             data, indices)
+    coded = Rows(data, indices, indptr, prob.w_size)
+    return BinaryProblem(coded, prob.y, prob.Cp, prob.Cn, -1.0, prob.rng_state,
+                         sample_C=prob.sample_C)
+
+
 @dataclass
 class SolveResult:
     w: np.ndarray               # (n_anchors * stride,)

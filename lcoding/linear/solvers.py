@@ -3,7 +3,8 @@
 * ``BINARY_SOLVERS[s](prob: BinaryProblem, params, info) -> SolveResult``: one
   weight vector for +1/-1 targets; multi-class problems run them one-vs-rest.
   ``-s 1, 3`` (and the SGD ``-s 30, 32``) also train locally linear models
-  (a :class:`~lcoding.linear.problem.BinaryProblem` with a coding).
+  (a :class:`~lcoding.linear.problem.BinaryProblem` with a coding), and ``-s 2``
+  too, on the coded rows written out.
 * ``MULTICLASS_SOLVERS[s](rows, class_index, nr_class, class_C, params, info, rng)
   -> w (w_size, nr_class)``: one joint problem over the classes.
 * ``REGRESSION_SOLVERS_TABLE[s](prob with float targets, params, info) -> SolveResult``.

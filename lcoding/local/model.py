@@ -25,11 +25,12 @@ from lcoding.local.kstar import KSTAR_CODING, KSTAR_NAME, make_coder
 FORMAT_VERSION = "1"
 # the coding names this model writes to (and reads from) model files
 FILE_TAGS = tuple(CODING_NAMES.values()) + (KSTAR_NAME,)
-# solver types that train a locally linear model: LL-SVM (-s 1, 3, 4, 30, 32) and
+# solver types that train a locally linear model: LL-SVM (-s 1, 2, 3, 4, 30, 32) and
 # the joint SGD (-s 31, 33), which codes with KNN_GAUSSIAN (-L 2) or KSTAR (-L 3)
 JOINT_FILE_SOLVER_TYPES = frozenset({int(SolverType.LLC_JOINT_SGD),
                                      int(SolverType.LLC_JOINT_SGD_AVERAGED)})
 FILE_SOLVER_TYPES = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
+                               int(SolverType.L2R_L2LOSS_SVC),
                                int(SolverType.L2R_L1LOSS_SVC_DUAL), int(SolverType.MCSVM_CS),
                                int(SolverType.L2R_L1LOSS_SVC_SGD),
                                int(SolverType.L2R_L1LOSS_SVC_SGD_AVERAGED)}) \

@@ -6,6 +6,9 @@ binary problem per class (one-vs-rest, anchors and codes shared), solved by
 * ``-s 1`` / ``-s 3``: LIBLINEAR's dual coordinate descent on the implicit
   features z = gamma(x) (x) [x; B] (:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc`
   fed the coding; the m*d features are never materialised);
+* ``-s 2``: LIBLINEAR's primal Newton solver on the same objective as ``-s 1``, the
+  coded rows written out as CSR (:func:`lcoding.linear.problem.materialized_problem`;
+  for problems where the dual CD crawls: many rows, few coded dimensions, small C);
 * ``-s 4``: Crammer-Singer on the same implicit features, one joint problem;
 * ``-s 30`` / ``-s 32``: the paper's SGD (:mod:`lcoding.linear.sgd`).
 
@@ -28,7 +31,7 @@ from lcoding.core.seeds import PURPOSE_ANCHORS, PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads, single_threaded_blas
 from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.dual_more import solve_mcsvm_cs
-from lcoding.linear.problem import BinaryProblem, Coding, reported_solve
+from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem, reported_solve
 from lcoding.linear.sgd import check_sgd_params
 from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.local.anchors import learn_anchors
@@ -38,6 +41,7 @@ from lcoding.local.model import LocalModel
 
 # -s values that train a locally linear model
 LOCAL_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL),
+                           int(SolverType.L2R_L2LOSS_SVC),
                            int(SolverType.L2R_L1LOSS_SVC_DUAL),
                            int(SolverType.MCSVM_CS)}) | SGD_SOLVERS
 LLSVM_CODINGS = (CodingType.INVERSE_DISTANCE, CodingType.GAUSSIAN, CodingType.KSTAR,
@@ -50,7 +54,7 @@ def check_local_params(params: TrainParams) -> None:
     if st not in LOCAL_SOLVERS:
         raise ValueError(
             f"-s {st} ({SolverType(st).name}) with -L {params.coding}: locally linear "
-            f"training supports -s 1, 3, 4, 30 and 32")
+            f"training supports -s 1, 2, 3, 4, 30 and 32")
     if params.coding not in LLSVM_CODINGS:
         raise ValueError(f"-L {params.coding}: LL-SVM codings are "
                          f"{', '.join(str(int(c)) for c in LLSVM_CODINGS)}")
@@ -118,6 +122,13 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                            rng_state(seed, PURPOSE_SOLVER, *seed_path, 0), coding=coding)
     else:
         solver = BINARY_SOLVERS[solver_type]
+        coded = None
+        if solver_type == SolverType.L2R_L2LOSS_SVC:
+            # -s 2: the primal Newton solver takes the coded rows written out, once
+            # for all one-vs-rest problems
+            coded = materialized_problem(BinaryProblem(rows, np.ones(rows.n_rows, np.int8),
+                                                       1.0, 1.0, bias, None,
+                                                       coding=coding)).rows
 
         def solve(job) -> np.ndarray:
             c_pos, y_pm, Cp, Cn = job
@@ -125,6 +136,8 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                                  rng_state(seed, PURPOSE_SOLVER, *seed_path, c_pos),
                                  coding=coding, sample_C=None if sample_weight is None
                                  else np.where(y_pm > 0, Cp, Cn) * sample_weight)
+            if coded is not None:
+                prob = materialized_problem(prob, coded)
             return reported_solve(info, labels, c_pos, nr_class, solver, prob, params, info).w
 
         jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)

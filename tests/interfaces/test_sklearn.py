@@ -389,11 +389,26 @@ def test_to_options_trains_the_same_model_file(make, tmp_path):
 
 def test_to_options_before_fit():
     assert LinearClassifier(C=2.0).to_options() == "-s 1 -c 2 -B 1 -S 1 -q"
-    explicit = LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4)
+    explicit = LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4, solver="dual_cd")
     assert explicit.to_options() == "-s 1 -L 2 -A 50 -k 4 -u 0.5 -a 0 -c 1 -B 1 -S 1 -q"
     from sklearn.exceptions import NotFittedError
     with pytest.raises(NotFittedError, match="n_anchors"):
         LocallyLinearSVC().to_options()
+    with pytest.raises(NotFittedError, match="solver='auto'"):    # it depends on the rows
+        LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4).to_options()
+
+
+def test_solver_auto_picks_newton_for_many_rows_per_coded_weight():
+    rng = np.random.default_rng(0)
+    tall = rng.normal(size=(3000, 2))                 # 10 anchors x 3 weights: 100 rows each
+    y = (tall[:, 0] * tall[:, 1] > 0).astype(int)
+    est = LocallyLinearSVC(n_anchors=10, n_neighbors=4, random_state=0).fit(tall, y)
+    assert est.solver_ == "primal_newton" and est.to_options().startswith("-s 2 ")
+    assert est.score(tall, y) > 0.9
+    wide = rng.normal(size=(300, 40))                 # 10 anchors x 41 weights: < 1 row each
+    est = LocallyLinearSVC(n_anchors=10, random_state=0).fit(wide, y[:300])
+    assert est.solver_ == "dual_cd" and est.to_options().startswith("-s 1 ")
+    assert LocallyLinearSVC(n_anchors=10, loss="hinge").fit(tall, y).to_options().startswith("-s 3 ")
 
 
 def test_coding_parameters_belong_to_their_coding():

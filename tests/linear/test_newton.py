@@ -255,8 +255,13 @@ def test_primal_solvers_refuse_a_local_coding(shared_data):
     coding = Coding(np.zeros((rows.n_rows, 1), np.int32), np.ones((rows.n_rows, 1)), 1)
     prob = BinaryProblem(rows, np.where(y > 0, 1, -1).astype(np.int8), 1.0, 1.0, -1.0,
                          rng_state(1, 0), coding=coding)
-    with pytest.raises(ValueError, match="plain linear models only"):
+    with pytest.raises(ValueError, match="plain linear models and -s 2 on coded rows only"):
         BINARY_SOLVERS[0](prob, parse_train_options("-s 0 -q"), Messages(True))
+    # -s 2 writes the coded rows out (here one anchor of weight 1: the rows themselves)
+    coded = BINARY_SOLVERS[2](prob, parse_train_options("-s 2 -q"), Messages(True))
+    plain = BINARY_SOLVERS[2](BinaryProblem(rows, prob.y, 1.0, 1.0, -1.0, rng_state(1, 0)),
+                              parse_train_options("-s 2 -q"), Messages(True))
+    np.testing.assert_array_equal(coded.w, plain.w)
 
 
 def test_tol_scale_tightens_the_primal_stopping_rule(shared_data):

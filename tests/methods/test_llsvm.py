@@ -413,8 +413,10 @@ def test_single_threaded_blas_context():
 
 
 def test_local_dual_cd_cap_names_the_remedy(shared_data):
+    """-s 3 at the cap cannot switch to the primal -s 2 (another loss): it names the
+    remedies (-s 1 switches, test_dual_cd_at_its_cap_continues_with_newton...)."""
     y, X, _, _ = subset(shared_data, "letter", 500)
-    params = parse_train_options("-s 1 -L 6 -A 10 -k 4 -B 1 -c 10")
+    params = parse_train_options("-s 3 -L 6 -A 10 -k 4 -B 1 -c 10")
     params.max_iter = 2
     out = io.StringIO()
     model = train_model(y, as_rows(X), params, Messages(stream=out))
@@ -487,3 +489,68 @@ def test_model_types_and_block_shapes():
     shapes = LocalModel.block_shapes({"nr_anchor": "5", "nr_dim": "3"},
                                      {"nr_class": 4, "bias": 1.0})
     assert shapes == [("anchors", (5, 3)), ("w", (20, 4))]
+
+
+# ------------------------- -s 2: the primal Newton solver on the coded rows written out
+@pytest.mark.parametrize("bias,coding", [(1, "-L 2 -u 2 -A 10 -k 4"), (-1, "-L 1 -A 6 -k 3")])
+def test_written_out_coded_rows_equal_the_numpy_reference(shared_data, bias, coding):
+    from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem
+    y, X, _, _ = subset(shared_data, "banana", 300)
+    model = train(y, X, f"-s 1 {coding} -B {bias}")
+    rows = as_rows(X)
+    idx, wt = model.coding.code(rows)
+    prob = BinaryProblem(rows, np.where(y > 0, 1, -1).astype(np.int8), 1.0, 1.0, float(bias),
+                         None, coding=Coding(idx, wt, model.n_anchors))
+    Z = materialized_problem(prob).rows
+    assert Z.n_features == model.w.shape[0]
+    assert all(np.all(np.diff(Z.indices[a:b]) > 0) for a, b in zip(Z.indptr[:-1], Z.indptr[1:]))
+    np.testing.assert_allclose(Z.to_csr().toarray(), materialise(model, X).toarray(),
+                               rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("name,n,coding", [("banana", 400, "-L 2 -u 2 -A 10 -k 4"),
+                                           ("letter", 500, "-L 1 -A 8 -k 3")])
+def test_primal_newton_llsvm_is_liblinear_s2_on_the_coded_rows(shared_data, name, n, coding):
+    from liblinear.liblinearutil import train as ll_train
+    y, X, _, _ = subset(shared_data, name, n)
+    C = 0.5
+    model = train(y, X, f"-s 2 {coding} -B 1 -c {C} -e 1e-6")
+    assert int(model.solver_type) == 2
+    Z = materialise(model, X)
+    labels, class_index = group_classes(y)
+    for c in range(model.w.shape[1]):
+        y_pm = np.where(class_index == c, 1.0, -1.0)
+        ref_model = ll_train(y_pm, Z, f"-s 2 -c {C} -e 1e-6 -B -1 -q")
+        w_ref = np.array(ref_model.get_decfun(0)[0])
+        if ref_model.get_labels()[0] != 1:
+            w_ref = -w_ref
+        assert primal_objective(model.w[:, c], Z, y_pm, C, "l2") == pytest.approx(
+            primal_objective(w_ref, Z, y_pm, C, "l2"), rel=1e-9)
+        np.testing.assert_allclose(model.w[:, c], w_ref, rtol=0, atol=1e-4 * np.abs(w_ref).max())
+    # the model file says -s 2 and loads back to the same predictions
+    from lcoding.io.model_files import model_to_text
+    again = model_from_text(model_to_text(model))
+    np.testing.assert_array_equal(again.decision_values(as_rows(X)), model.decision_values(as_rows(X)))
+
+
+def test_dual_cd_at_its_cap_continues_with_newton_on_the_coded_rows(shared_data):
+    y, X, _, _ = subset(shared_data, "banana", 400)
+    C = 50.0
+    params = parse_train_options(f"-s 1 -L 2 -u 2 -A 10 -k 4 -B 1 -c {C}")
+    params.max_iter = 3
+    out = io.StringIO()
+    model = train_model(y, as_rows(X), params, Messages(False, out))
+    assert "Switching to use -s 2 (the primal Newton solver on the coded rows)" in out.getvalue()
+    params.quiet = True
+    params.solver_type = SolverType.L2R_L2LOSS_SVC
+    newton = train_model(y, as_rows(X), params)
+    Z = materialise(model, X)
+    y_pm = np.where(group_classes(y)[1] == 0, 1.0, -1.0)
+    capped = primal_objective(model.w[:, 0], Z, y_pm, C, "l2")
+    # Newton from the dual's w (LIBLINEAR's tolerance x 0.1) ends near the optimum
+    from liblinear.liblinearutil import train as ll_train
+    ref_model = ll_train(y_pm, Z, f"-s 2 -c {C} -e 1e-8 -B -1 -q")
+    w_ref = np.array(ref_model.get_decfun(0)[0]) * (1 if ref_model.get_labels()[0] == 1 else -1)
+    best = primal_objective(w_ref, Z, y_pm, C, "l2")
+    assert best <= capped <= best * (1 + 1e-3)
+    assert capped <= primal_objective(newton.w[:, 0], Z, y_pm, C, "l2")
