@@ -380,8 +380,12 @@ def run_all(data_dir, names, modes, timeout):
 SPEEDUP_CASES = [
     ("ijcnn1", "linear", "-s 1 -c 1 -B 1"),
     ("ijcnn1", "llsvm", "-s 1 -L 2 -A 100 -k 8 -u 1 -c 1 -B 1"),
+    # the same LL-SVMs by the primal Newton solver (-s 2, the same objective as -s 1):
+    # -m 2 splits its products over row ranges instead of CoCoA+
+    ("ijcnn1", "llsvm -s 2", "-s 2 -L 2 -A 100 -k 8 -u 1 -c 1 -B 1"),
     ("skin", "linear", SKIN_LINEAR),
     ("skin", "llsvm", SKIN_LLSVM),
+    ("skin", "llsvm -s 2", SKIN_LLSVM.replace("-s 1 ", "-s 2 ")),
 ]
 
 
@@ -416,8 +420,10 @@ def speedup(data_dir, repeats):
                 # anchors and coding seconds, as the LL-SVM prints them
                 ph = re.findall(r"anchors: \d+ \((\S+) s\), coding .*?\((\S+) s\)", text)
                 phases[m].append([float(v) for v in ph[0]] if ph else [0.0, 0.0])
-                out[m] = (model, re.findall(r"#iter = (\d+)", text),
-                          re.findall(r"CoCoA\+ stopped: (.*)", text))
+                newton = re.findall(r"^iter\s+(\d+) ", text, re.M)
+                out[m] = (model, re.findall(r"#iter = (\d+)", text) or newton[-1:],
+                          re.findall(r"CoCoA\+ stopped: (.*)", text)
+                          or (["Newton steps, rows split"] if newton and m == 2 else []))
         p = {m: primal_objective(out[m][0], y, rows, parse_train_options(options).C)
              for m in (1, 2)}
         med = {m: np.median(np.array(phases[m]), axis=0).tolist() for m in (1, 2)}

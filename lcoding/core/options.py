@@ -358,7 +358,9 @@ TRAIN_OPTIONS = (
            "anchor initialisation: 0 k-means (k-means++ seeding), 1 random training samples, "
            "2 k-means per class, 3 random samples per class, 4 k-means seeded by random samples",
            origin="lcoding", metavar="mode", group="local", domain=_choices(0, 1, 2, 3, 4)),
-    Option("-m", "n_threads", int, "1", "number of threads (one-vs-rest classes, coding)",
+    Option("-m", "n_threads", int, "1",
+           "number of threads (one-vs-rest classes, k-means, coding; one binary problem: "
+           "CoCoA+ for -s 1, 3, split products for -s 2)",
            origin="lcoding", metavar="threads", domain=_at_least(1)),
     Option("-E", "epochs", int, "10", "passes over the data for -s 30-33, 40", origin="lcoding",
            metavar="epochs", group="sgd", domain=_at_least(0)),

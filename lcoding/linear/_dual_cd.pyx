@@ -73,7 +73,8 @@ def coded_rows_fill(
         double shared_bias, Py_ssize_t shared_bias_pos,
         const int64_t[::1] Z_indptr,       # IN  (n + 1,) from the callers' counts
         double[::1] Z_data,                # OUT
-        int[::1] Z_indices):               # OUT
+        int[::1] Z_indices,                # OUT
+        Py_ssize_t start, Py_ssize_t stop):  # the rows written (threads take ranges)
     """z_i written out as CSR (what the primal Newton solver takes): for every anchor
     a_ij with a non-zero weight g_ij, in the row's (ascending) anchor order, the
     entries g_ij x_ic at columns a_ij * stride + c, then g_ij B at a_ij * stride +
@@ -85,7 +86,7 @@ def coded_rows_fill(
     cdef int64_t p, q
     cdef double g
     with nogil:
-        for i in range(Z_indptr.shape[0] - 1):
+        for i in range(start, stop):
             q = Z_indptr[i]
             base = i * rows.k
             for j in range(rows.k):

@@ -355,11 +355,13 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
 
 def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
                            n_parts: int) -> SolveResult:
-    """``-s 1`` on ``n_parts`` cores; at the round cap as LIBLINEAR's ``-s 1``: a linear
-    model continues with the primal Newton ``-s 2``, a coded one warns."""
+    """``-s 1`` on ``n_parts`` cores; at the round cap as LIBLINEAR's ``-s 1``: the
+    primal Newton ``-s 2`` continues (a coded one on its rows written out, its
+    products in ``n_parts`` threads; :func:`~lcoding.linear.dual_cd.at_iteration_cap`)."""
     res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts)
     if res.extra["stop"] == "iteration cap":
-        return at_iteration_cap(prob, params, info, res, "l2")
+        return at_iteration_cap(prob, params, info, res, "l2",
+                                n_parts if prob.coding is not None else 1)
     return res
 
 

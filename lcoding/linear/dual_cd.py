@@ -106,19 +106,21 @@ LOCAL_CAP_REMEDY = (
     "-L 6 or use the Gaussian coding -L 2, or train with -s 30; see docs/llsvm.md\n")
 
 
-def at_iteration_cap(prob, params, info, res, loss: str):
+def at_iteration_cap(prob, params, info, res, loss: str, n_threads: int = 1):
     """LIBLINEAR's answer when the dual CD (or its CoCoA+ form) stopped at the pass
     cap: ``-s 1`` continues by the primal Newton solver from the dual's ``w`` (with a
     warning) -- a local model too, on its coded rows written out, when they take at
     most :data:`~lcoding.linear.problem.MATERIALIZE_MAX_NONZEROS` non-zeros (skin's
     LL-SVM at LocallyLinearSVC()'s defaults: the primal objective 8.01 after 300
     passes, 3.38 after 4 Newton steps, 0.12 s); ``-s 3`` warns; a local model
-    that cannot switch warns with :data:`LOCAL_CAP_REMEDY`."""
+    that cannot switch warns with :data:`LOCAL_CAP_REMEDY`.  ``n_threads``: the
+    threads of a coded problem's Newton steps (CoCoA+'s partitions)."""
     if prob.coding is not None:
         if loss == "l2" and coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS:
             info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2 "
                  "(the primal Newton solver on the coded rows)\n\n")
-            return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
+            return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w,
+                                        n_threads=n_threads)
         info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")
     elif loss == "l2":
         info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2\n\n")

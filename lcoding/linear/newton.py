@@ -37,7 +37,7 @@ from lcoding.linear import _dual_cd, _dual_lr, _newton
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.linear.problem import BinaryProblem, SolveResult, materialized_problem
 from lcoding.core.messages import Messages
-from lcoding.core.threads import check_stop
+from lcoding.core.threads import ThreadTeam, check_stop, single_threaded_blas
 
 # newton.cpp's constants
 NEWTON_MAX_ITER = 1000
@@ -91,6 +91,98 @@ def _objective_for(prob: BinaryProblem, params: TrainParams, loss: int) -> _newt
     return _newton.ErmObjective(rows.data, rows.indices, rows.indptr, rows.n_features,
                                 float(prob.bias), y, C, loss, float(params.p),
                                 bool(params.regularize_bias))
+
+
+# rows per thread below which -m does not split one problem's objective
+SPLIT_MIN_ROWS = 2048
+
+
+class SplitObjective:
+    """One problem's objective as the sum of its row ranges' :class:`ErmObjective`,
+    each range's products run in a thread of ``team`` (``-m N`` on one binary
+    problem; the kernels release the GIL).  Every range's objective carries the
+    regulariser; the sum counts it once by taking it out ``K - 1`` times.  The
+    ranges and the order of the sums are fixed by ``K``: the same model for the same
+    ``-m``, as multi-core LIBLINEAR's ``-m`` splits its ``-s 2`` products."""
+
+    def __init__(self, parts: list, team, regularize_bias: bool):
+        self.parts = parts
+        self.team = team
+        self.extra = len(parts) - 1
+        self.n_vars = parts[0].n_vars
+        self.n_rows = sum(p.n_rows for p in parts)
+        self.regularize_bias = regularize_bias
+        self._buffers = [np.empty(self.n_vars) for _ in parts]
+
+    @property
+    def wTw(self) -> float:
+        return self.parts[0].wTw
+
+    def _regulariser(self, v: np.ndarray) -> np.ndarray:
+        out = np.array(v, dtype=np.float64, copy=True)
+        if not self.regularize_bias and out.size:
+            out[-1] = 0.0
+        return out
+
+    def _summed(self, method, v, out):
+        bufs = self._buffers
+        self.team.map(lambda k: getattr(self.parts[k], method)(v, bufs[k]), range(len(bufs)))
+        out[:] = bufs[0]
+        for b in bufs[1:]:
+            out += b
+
+    def value(self, w) -> float:
+        fs = self.team.map(lambda p: p.value(w), self.parts)
+        total = 0.0
+        for f in fs:
+            total += f
+        return total - self.extra * 0.5 * self.parts[0].wTw
+
+    def gradient(self, w, g) -> None:
+        self._summed("gradient", w, g)
+        g -= self.extra * self._regulariser(w)
+
+    def hessian_vector(self, s, out) -> None:
+        self._summed("hessian_vector", s, out)
+        out -= self.extra * self._regulariser(s)
+
+    def diag_preconditioner(self, M) -> None:
+        bufs = self._buffers
+        self.team.map(lambda k: self.parts[k].diag_preconditioner(bufs[k]), range(len(bufs)))
+        M[:] = bufs[0]
+        for b in bufs[1:]:
+            M += b
+        M -= self.extra * self._regulariser(np.ones(self.n_vars))
+
+    def set_direction(self, s) -> None:
+        self.team.map(lambda p: p.set_direction(s), self.parts)
+
+    def loss_at_step(self, alpha: float) -> float:
+        total = 0.0
+        for f in self.team.map(lambda p: p.loss_at_step(alpha), self.parts):
+            total += f
+        return total
+
+    def take_step(self, alpha: float, new_wTw: float) -> None:
+        self.team.map(lambda p: p.take_step(alpha, new_wTw), self.parts)
+
+
+def _split_objective(prob: BinaryProblem, params: TrainParams, loss: int, team):
+    """:func:`_objective_for` over ``team.n_threads`` row ranges (:class:`SplitObjective`)."""
+    rows = prob.rows
+    y = np.where(np.asarray(prob.y) > 0, 1.0, -1.0)
+    C = np.ascontiguousarray(prob.per_row_C(), dtype=np.float64)
+    K = team.n_threads
+    bounds = [rows.n_rows * k // K for k in range(K + 1)]
+    parts = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        p0, p1 = int(rows.indptr[a]), int(rows.indptr[b])
+        parts.append(_newton.ErmObjective(
+            rows.data[p0:p1], rows.indices[p0:p1],
+            np.ascontiguousarray(rows.indptr[a:b + 1] - p0), rows.n_features,
+            float(prob.bias), y[a:b], C[a:b], loss, float(params.p),
+            bool(params.regularize_bias)))
+    return SplitObjective(parts, team, bool(params.regularize_bias))
 
 
 def _preconditioned_cg(fun: _newton.ErmObjective, g: np.ndarray, M: np.ndarray,
@@ -215,10 +307,19 @@ def newton(fun: _newton.ErmObjective, w: np.ndarray, eps: float, info: Messages,
 
 
 def _solve_primal(prob: BinaryProblem, params: TrainParams, info: Messages, loss: int,
-                  solver_type: int, tol_scale: float, init_w) -> SolveResult:
+                  solver_type: int, tol_scale: float, init_w, n_threads: int = 1) -> SolveResult:
     prob = _require_linear(prob, solver_type)
     regression = loss == _newton.LOSS_SQUARED_EPS_INSENSITIVE
-    fun = _objective_for(prob, params, loss)
+    n_threads = max(1, min(int(n_threads), prob.rows.n_rows // SPLIT_MIN_ROWS))
+    if n_threads > 1 and not regression:
+        with ThreadTeam(n_threads) as team, single_threaded_blas():
+            return _newton_solve(prob, params, info, _split_objective(prob, params, loss, team),
+                                 regression, tol_scale, init_w)
+    return _newton_solve(prob, params, info, _objective_for(prob, params, loss), regression,
+                         tol_scale, init_w)
+
+
+def _newton_solve(prob, params, info, fun, regression, tol_scale, init_w) -> SolveResult:
     w = np.zeros(prob.stride)
     if init_w is not None:
         init_w = np.asarray(init_w, dtype=np.float64).reshape(-1)
@@ -235,9 +336,12 @@ def train_l2r_lr(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResu
     return _solve_primal(prob, params, info, _newton.LOSS_LOGISTIC, 0, tol_scale, init_w)
 
 
-def train_l2r_l2loss_svc(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResult:
-    """-s 2: L2-regularised squared-hinge SVM, primal Newton."""
-    return _solve_primal(prob, params, info, _newton.LOSS_SQUARED_HINGE, 2, tol_scale, init_w)
+def train_l2r_l2loss_svc(prob, params, info, *, tol_scale=1.0, init_w=None,
+                         n_threads: int = 1) -> SolveResult:
+    """-s 2: L2-regularised squared-hinge SVM, primal Newton; ``n_threads`` > 1 splits
+    the rows' products over threads (:class:`SplitObjective`; one problem at a time)."""
+    return _solve_primal(prob, params, info, _newton.LOSS_SQUARED_HINGE, 2, tol_scale, init_w,
+                         n_threads)
 
 
 def train_l2r_l2loss_svr(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResult:

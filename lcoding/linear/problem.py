@@ -18,6 +18,7 @@ import numpy as np
 
 from lcoding.core.messages import event
 from lcoding.core.rows import Rows
+from lcoding.core.threads import run_ranges
 
 
 EMPTY_IDX = np.zeros((0, 1), dtype=np.int32)
@@ -96,13 +97,15 @@ def coded_nonzeros(prob: BinaryProblem) -> int:
         (rows.n_rows if shared_bias >= 0 else 0)
 
 
-def materialized_problem(prob: BinaryProblem, coded: Rows | None = None) -> BinaryProblem:
+def materialized_problem(prob: BinaryProblem, coded: Rows | None = None,
+                         n_threads: int = 1) -> BinaryProblem:
     """The same problem on explicit rows ``z_i = gamma(x_i) (x) [x_i; B]`` (CSR, one
     column per entry of ``W``, the bias columns included), for the solvers that need
     a design matrix (the primal Newton ``-s 2``).  Its ``w`` is the coded problem's
     ``W`` entry for entry.  Raises ValueError when the rows would take more than
     :data:`MATERIALIZE_MAX_NONZEROS` non-zeros.  ``coded``: the rows written out
-    already (one-vs-rest problems share them)."""
+    already (one-vs-rest problems share them).  Row ranges are written in
+    ``n_threads`` threads (most of the time is the first touch of the new pages)."""
     from lcoding.linear import _dual_cd
     if prob.coding is None and not prob.shared_bias:
         return prob
@@ -131,9 +134,12 @@ def materialized_problem(prob: BinaryProblem, coded: Rows | None = None) -> Bina
     data = np.empty(int(indptr[-1]))
     indices = np.empty(int(indptr[-1]), dtype=np.int32)
     shared_pos = prob.w_size - 1 if shared_bias >= 0 else 0
-    _dual_cd.coded_rows_fill(rows.data, rows.indices, rows.indptr, rows.n_features, bias,
-                             anchor_idx, coding_weight, shared_bias, shared_pos, indptr,
-                             data, indices)
+
+    def fill(span):
+        _dual_cd.coded_rows_fill(rows.data, rows.indices, rows.indptr, rows.n_features, bias,
+                                 anchor_idx, coding_weight, shared_bias, shared_pos, indptr,
+                                 data, indices, span[0], span[1])
+    run_ranges(fill, rows.n_rows, n_threads)
     coded = Rows(data, indices, indptr, prob.w_size)
     return BinaryProblem(coded, prob.y, prob.Cp, prob.Cn, -1.0, prob.rng_state,
                          sample_C=prob.sample_C)

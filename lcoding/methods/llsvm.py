@@ -31,6 +31,7 @@ from lcoding.core.seeds import PURPOSE_ANCHORS, PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads, single_threaded_blas
 from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.dual_more import solve_mcsvm_cs
+from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem, reported_solve
 from lcoding.linear.sgd import check_sgd_params
 from lcoding.linear.solvers import BINARY_SOLVERS
@@ -127,8 +128,8 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
             # -s 2: the primal Newton solver takes the coded rows written out, once
             # for all one-vs-rest problems
             coded = materialized_problem(BinaryProblem(rows, np.ones(rows.n_rows, np.int8),
-                                                       1.0, 1.0, bias, None,
-                                                       coding=coding)).rows
+                                                       1.0, 1.0, bias, None, coding=coding),
+                                         n_threads=params.n_threads).rows
 
         def solve(job) -> np.ndarray:
             c_pos, y_pm, Cp, Cn = job
@@ -141,8 +142,12 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
             return reported_solve(info, labels, c_pos, nr_class, solver, prob, params, info).w
 
         jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
-        # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions
+        # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions;
+        # -s 2: the Newton solver's products over -m row ranges
         solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads) or solver
+        if solver_type == SolverType.L2R_L2LOSS_SVC and len(jobs) == 1 and params.n_threads > 1:
+            def solver(prob, params, info):
+                return train_l2r_l2loss_svc(prob, params, info, n_threads=params.n_threads)
         w = np.column_stack(map_threads(solve, jobs, params.n_threads))
     return LocalModel(solver_type, nr_class, labels, nr_feature, bias, coder, w,
                       kernel_map=kernel_map, param=params)

@@ -454,3 +454,51 @@ def test_kernels_reject_inconsistent_arrays():
                                  no_weight, np.ones(2, np.int8), np.ones(2), np.ones(2),
                                  np.ones(4), np.zeros(3), np.array([0, 7]), 0.01,
                                  np.zeros(1, np.uint64))
+
+
+@pytest.mark.parametrize("regularize_bias", [True, False])
+def test_split_objective_sums_its_row_ranges(shared_data, regularize_bias):
+    """-m N on one -s 2 problem: the objective, gradient, Hessian products and
+    preconditioner over 3 row ranges (threads) equal the whole problem's."""
+    from lcoding.core.threads import ThreadTeam
+    from lcoding.linear import newton as nt
+    y, X = subsample(shared_data, "ijcnn1", 3000)
+    rows = as_rows(X)
+    prob = BinaryProblem(rows, np.where(y > 0, 1, -1).astype(np.int8), 2.0, 0.5, 1.0,
+                         rng_state(1, 0))
+    params = parse_train_options("-s 2 -B 1 -q" + ("" if regularize_bias else " -R"))
+    whole = nt._objective_for(prob, params, nt._newton.LOSS_SQUARED_HINGE)
+    rng = np.random.default_rng(3)
+    w, s = rng.normal(size=whole.n_vars), rng.normal(size=whole.n_vars)
+    with ThreadTeam(3) as team:
+        split = nt._split_objective(prob, params, nt._newton.LOSS_SQUARED_HINGE, team)
+        assert split.n_rows == rows.n_rows and len(split.parts) == 3
+        assert split.value(w) == pytest.approx(whole.value(w), rel=1e-12)
+        assert split.wTw == whole.wTw
+        g1, g2 = np.empty(whole.n_vars), np.empty(whole.n_vars)
+        whole.gradient(w, g1)
+        split.gradient(w, g2)
+        np.testing.assert_allclose(g2, g1, rtol=1e-11, atol=1e-11 * np.abs(g1).max())
+        whole.hessian_vector(s, g1)
+        split.hessian_vector(s, g2)
+        np.testing.assert_allclose(g2, g1, rtol=1e-11, atol=1e-11 * np.abs(g1).max())
+        whole.diag_preconditioner(g1)
+        split.diag_preconditioner(g2)
+        np.testing.assert_allclose(g2, g1, rtol=1e-12)
+        whole.set_direction(s)
+        split.set_direction(s)
+        assert split.loss_at_step(0.5) == pytest.approx(whole.loss_at_step(0.5), rel=1e-12)
+
+
+def test_newton_in_threads_reaches_the_same_model(shared_data):
+    y, X = subsample(shared_data, "ijcnn1", 6000)
+    rows = as_rows(X)
+    prob = BinaryProblem(rows, np.where(y > 0, 1, -1).astype(np.int8), 1.0, 1.0, 1.0,
+                         rng_state(1, 0))
+    params = parse_train_options("-s 2 -B 1 -q")
+    one = BINARY_SOLVERS[2](prob, params, Messages(True))
+    from lcoding.linear.newton import train_l2r_l2loss_svc
+    two = train_l2r_l2loss_svc(prob, params, Messages(True), n_threads=2)
+    again = train_l2r_l2loss_svc(prob, params, Messages(True), n_threads=2)
+    np.testing.assert_array_equal(two.w, again.w)          # the same for the same -m
+    np.testing.assert_allclose(two.w, one.w, rtol=1e-6, atol=1e-8 * np.abs(one.w).max())
