@@ -491,19 +491,25 @@ def test_same_model_for_any_thread_count(opts):
     assert texts[0] == texts[1]
 
 
-def test_pca_of_many_features_by_lanczos_matches_the_dense_eigendecomposition():
-    """More than DENSE_PCA_MAX_FEATURES features: the PCA's directions come from
-    Lanczos on the covariance operator; they span the dense path's subspace and are
-    the same on every run."""
+def test_pca_of_many_features_by_lanczos_matches_the_dense_eigendecomposition(monkeypatch):
+    """More than DENSE_PCA_MAX_FEATURES features (lowered here, for speed): the PCA's
+    directions come from Lanczos on the covariance operator; they span the dense
+    path's subspace and are the same on every run."""
     from lcoding.methods import kq as kq_module
     from lcoding.core.rows import as_rows
+    monkeypatch.setattr(kq_module, "DENSE_PCA_MAX_FEATURES", 300)
+    calls = []
+    lanczos = kq_module.top_covariance_eigenvectors
+    monkeypatch.setattr(kq_module, "top_covariance_eigenvectors",
+                        lambda *a: calls.append(1) or lanczos(*a))
     rng = np.random.default_rng(5)
-    d = kq_module.DENSE_PCA_MAX_FEATURES + 452
+    d = 452
     # rank-12 structure (a clear spectral gap) plus noise, 30 % of the entries kept
     X = rng.normal(size=(300, 12)) @ rng.normal(size=(12, d)) * 3 + rng.normal(size=(300, d))
     X[rng.random(X.shape) > 0.3] = 0.0
     X = sp.csr_matrix(X + 2.0 * (X != 0))          # not centred
     pre = kq_module.KQPreprocess.fit(as_rows(X), 12, True)
+    assert calls == [1]
     mean = np.asarray(X.mean(axis=0)).ravel()
     cov = (X.T @ X).toarray() / X.shape[0] - np.outer(mean, mean)
     dense = kq_module.top_eigenvectors(cov, 12)
