@@ -120,15 +120,18 @@ def materialized_problem(prob: BinaryProblem, coded: Rows | None = None,
             f"({nnz * 12 / 2 ** 20:.0f} MB) is more than the {MATERIALIZE_MAX_NONZEROS} "
             f"allowed; train with the dual solver -s 1 (the same objective)")
     anchor_idx, coding_weight = prob.coding_arrays()
-    if anchor_idx.shape[0]:
+    if not anchor_idx.shape[0]:
+        # no coding (a shared bias only): the one-anchor coding gamma = [1], written out
+        anchor_idx = np.zeros((rows.n_rows, 1), dtype=np.int32)
+        coding_weight = np.ones((rows.n_rows, 1))
+    else:
         order = np.argsort(anchor_idx, axis=1, kind="stable")    # columns come out sorted
         anchor_idx = np.ascontiguousarray(np.take_along_axis(anchor_idx, order, axis=1))
         coding_weight = np.ascontiguousarray(np.take_along_axis(coding_weight, order, axis=1))
     bias, shared_bias = prob.kernel_bias
     per_anchor = np.diff(rows.indptr) + (1 if bias >= 0 else 0)
-    anchors = (np.count_nonzero(coding_weight, axis=1) if anchor_idx.shape[0]
-               else np.ones(rows.n_rows, dtype=np.int64))
-    counts = anchors * per_anchor + (1 if shared_bias >= 0 else 0)
+    counts = np.count_nonzero(coding_weight, axis=1) * per_anchor + \
+        (1 if shared_bias >= 0 else 0)
     indptr = np.zeros(rows.n_rows + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     data = np.empty(int(indptr[-1]))

@@ -554,3 +554,34 @@ def test_dual_cd_at_its_cap_continues_with_newton_on_the_coded_rows(shared_data)
     best = primal_objective(w_ref, Z, y_pm, C, "l2")
     assert best <= capped <= best * (1 + 1e-3)
     assert capped <= primal_objective(newton.w[:, 0], Z, y_pm, C, "l2")
+
+
+def test_written_out_rows_of_a_shared_bias_problem(shared_data):
+    """Anchor planes' LIB-LLSVM problems carry one bias shared by all anchors (the last
+    weight); with no coding at all the rows are x and that bias."""
+    from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem
+    y, X, _, _ = subset(shared_data, "banana", 50)
+    rows = as_rows(X)
+    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
+    codes = np.random.default_rng(0).random((rows.n_rows, 3))
+    idx = np.tile(np.arange(3, dtype=np.int32), (rows.n_rows, 1))
+    prob = BinaryProblem(rows, y_pm, 1.0, 1.0, 2.0, None, coding=Coding(idx, codes, 3),
+                         shared_bias=True)
+    Z = materialized_problem(prob).rows.to_csr().toarray()
+    Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
+    expected = np.hstack([codes[:, [a]] * Xd for a in range(3)] + [np.full((rows.n_rows, 1), 2.0)])
+    np.testing.assert_allclose(Z, expected, rtol=1e-15)
+    plain = BinaryProblem(rows, y_pm, 1.0, 1.0, 2.0, None, shared_bias=True)
+    Z = materialized_problem(plain).rows.to_csr().toarray()
+    np.testing.assert_allclose(Z, np.hstack([Xd, np.full((rows.n_rows, 1), 2.0)]), rtol=1e-15)
+
+
+def test_estimator_from_a_primal_newton_model_file(shared_data, tmp_path):
+    from lcoding.sklearn import LocallyLinearSVC
+    from lcoding.io.model_files import save_model_file
+    y, X, _, _ = subset(shared_data, "banana", 300)
+    model = train(y, X, "-s 2 -L 2 -u 2 -A 10 -k 4 -B 1")
+    save_model_file(tmp_path / "m", model)
+    est = LocallyLinearSVC.from_model_file(tmp_path / "m")
+    assert est.solver == "primal_newton" and est.loss is None
+    np.testing.assert_array_equal(est.decision_function(X), model.decision_values(as_rows(X))[:, 0])
