@@ -85,16 +85,21 @@ class BinaryProblem:
 MATERIALIZE_MAX_NONZEROS = 1 << 26
 
 
-def coded_nonzeros(prob: BinaryProblem) -> int:
-    """Non-zeros of the coded rows ``z_i`` written out (:func:`materialized_problem`)."""
+def _coded_row_lengths(prob: BinaryProblem) -> np.ndarray:
+    """Non-zeros of every written-out row ``z_i``: per non-zero coding weight, the
+    row's own non-zeros and its bias; one more for a shared bias."""
     rows = prob.rows
     anchor_idx, coding_weight = prob.coding_arrays()
     bias, shared_bias = prob.kernel_bias
     per_anchor = np.diff(rows.indptr) + (1 if bias >= 0 else 0)
     anchors = (np.count_nonzero(coding_weight, axis=1) if anchor_idx.shape[0]
                else np.ones(rows.n_rows, dtype=np.int64))
-    return int(np.dot(anchors.astype(np.int64), per_anchor.astype(np.int64))) + \
-        (rows.n_rows if shared_bias >= 0 else 0)
+    return anchors.astype(np.int64) * per_anchor + (1 if shared_bias >= 0 else 0)
+
+
+def coded_nonzeros(prob: BinaryProblem) -> int:
+    """Non-zeros of the coded rows ``z_i`` written out (:func:`materialized_problem`)."""
+    return int(_coded_row_lengths(prob).sum())
 
 
 def materialized_problem(prob: BinaryProblem, coded: Rows | None = None,
@@ -113,7 +118,8 @@ def materialized_problem(prob: BinaryProblem, coded: Rows | None = None,
         return BinaryProblem(coded, prob.y, prob.Cp, prob.Cn, -1.0, prob.rng_state,
                              sample_C=prob.sample_C)
     rows = prob.rows
-    nnz = coded_nonzeros(prob)
+    counts = _coded_row_lengths(prob)
+    nnz = int(counts.sum())
     if nnz > MATERIALIZE_MAX_NONZEROS:
         raise ValueError(
             f"-s 2 with a local coding writes the coded rows out: {nnz} non-zeros "
@@ -129,9 +135,6 @@ def materialized_problem(prob: BinaryProblem, coded: Rows | None = None,
         anchor_idx = np.ascontiguousarray(np.take_along_axis(anchor_idx, order, axis=1))
         coding_weight = np.ascontiguousarray(np.take_along_axis(coding_weight, order, axis=1))
     bias, shared_bias = prob.kernel_bias
-    per_anchor = np.diff(rows.indptr) + (1 if bias >= 0 else 0)
-    counts = np.count_nonzero(coding_weight, axis=1) * per_anchor + \
-        (1 if shared_bias >= 0 else 0)
     indptr = np.zeros(rows.n_rows + 1, dtype=np.int64)
     np.cumsum(counts, out=indptr[1:])
     data = np.empty(int(indptr[-1]))
