@@ -32,6 +32,7 @@ import os
 import sys
 import time
 import warnings
+from abc import ABCMeta, abstractmethod
 from dataclasses import dataclass
 
 import numpy as np
@@ -260,7 +261,7 @@ def _sigmoid(dec, A, B):
 
 
 # ------------------------------------------------------------------------ the base
-class _LcodingClassifier(ClassifierMixin, BaseEstimator):
+class _LcodingClassifier(ClassifierMixin, BaseEstimator, metaclass=ABCMeta):
     """Shared machinery: validation, labels, options, training, prediction, files,
     pickling.  Subclasses define ``_METHOD``, ``_OPTION_TABLE`` and ``_options``."""
 
@@ -314,12 +315,11 @@ class _LcodingClassifier(ClassifierMixin, BaseEstimator):
         return [(f"-w{int(classes_int[c])}", _num(float(weights[c])))
                 for c in range(n_classes) if weights[c] != 1.0]
 
+    @abstractmethod
     def _options(self, rows, y_train, sample_weight):
         """The option list ``[(letter, text or None), ...]`` of this fit, and the
-        resolved data-dependent values (a dict, stored as fitted attributes).  The base
-        class has no method of its own: every estimator below defines this hook."""
-        raise NotImplementedError(f"{type(self).__name__} defines no _options: "
-                                  "subclass one of the lcoding estimators")
+        resolved data-dependent values (a dict, stored as fitted attributes).  Every
+        estimator below defines this hook."""
 
     @staticmethod
     def _join(opts) -> str:
@@ -608,7 +608,7 @@ _LOSS_SVC = {"squared_hinge": "l2", "hinge": "l1"}
 
 def _local_solver(solver, loss, allow_cs=True):
     """(solver, loss) -> -s of the locally linear trainers."""
-    table = {"dual_cd": None, "sgd": 30, "averaged_sgd": 32}
+    table = {"dual_cd": None, "primal_newton": 2, "sgd": 30, "averaged_sgd": 32}
     if allow_cs:
         table["crammer_singer"] = 4
     _choice("solver", solver, table)
@@ -616,6 +616,10 @@ def _local_solver(solver, loss, allow_cs=True):
         loss = "squared_hinge" if loss is None else loss
         _choice("loss", loss, _LOSS_SVC)
         return 1 if loss == "squared_hinge" else 3
+    if solver == "primal_newton":
+        if loss not in (None, "squared_hinge"):
+            raise ValueError("solver='primal_newton' minimises the squared hinge loss")
+        return 2
     if loss not in (None, "hinge"):
         raise ValueError(f"loss={loss!r}: solver={solver!r} minimises the hinge loss "
                          f"(loss=None or 'hinge')")
@@ -782,15 +786,8 @@ class LocallyLinearSVC(_LcodingClassifier):
     def _options(self, rows, y_train, sample_weight):
         resolved = {}
         code = _choice("coding", self.coding, _CODINGS)
-        solver = self.solver
-        if solver == "auto":
-            solver = "dual_cd"      # settled below, once the anchors are known
-        if solver == "primal_newton":
-            if self.loss not in (None, "squared_hinge"):
-                raise ValueError("solver='primal_newton' minimises the squared hinge loss")
-            st = 2
-        else:
-            st = _local_solver(solver, self.loss)
+        # 'auto' is the squared hinge's dual CD until the anchors are known (below)
+        st = _local_solver("dual_cd" if self.solver == "auto" else self.solver, self.loss)
         n_classes = None if y_train is None else np.unique(y_train).size
         if self.n_anchors == "auto":
             m = _auto_anchors(_data(rows, "n_anchors='auto'").n_rows, n_classes)
@@ -938,16 +935,11 @@ class AnchorPlanesSVC(_LcodingClassifier):
         resolved = {}
         code = _choice("planes", self.planes, _PLANES)
         kind = _choice("classifier", self.classifier, _CLASSIFIERS)
-        if self.solver == "primal_newton":
-            if kind not in (0, 2):
-                raise ValueError("solver='primal_newton' (-s 2) trains the linear "
-                                 "classifiers on the codes only (classifier='linear' or "
-                                 "'linear_all')")
-            if self.loss not in (None, "squared_hinge"):
-                raise ValueError("solver='primal_newton' minimises the squared hinge loss")
-            st = 2
-        else:
-            st = _local_solver(self.solver, self.loss, allow_cs=False)
+        if self.solver == "primal_newton" and kind not in (0, 2):
+            raise ValueError("solver='primal_newton' (-s 2) trains the linear "
+                             "classifiers on the codes only (classifier='linear' or "
+                             "'linear_all')")
+        st = _local_solver(self.solver, self.loss, allow_cs=False)
         km = _choice("kernel_map", self.kernel_map, _KERNEL_MAPS)
         order = int(_check_number("kernel_map_order", self.kernel_map_order, low=0,
                                   integer=True))
