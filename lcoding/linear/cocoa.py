@@ -202,9 +202,9 @@ class StopRule:
         self.unshrink = False
         converged = PGmax - PGmin <= eps and abs(PGmax) <= eps and abs(PGmin) <= eps
         if converged and all_active:
-            return self._stop("projected gradient")
+            return self.stop("projected gradient")
         if self.rounds >= self.max_iter:        # LIBLINEAR's cap counts every pass
-            return self._stop("iteration cap")
+            return self.stop("iteration cap")
         if converged:
             self.unshrink = True
             self.unshrinks += 1
@@ -225,11 +225,13 @@ class StopRule:
         self.gaps.append(gap)
         self.still = 0
         if gap <= self.gap_tol:
-            return self._stop(f"duality gap {gap:.1e}")
+            return self.stop(f"duality gap {gap:.1e}")
         self.wait *= 2
         return "continue"
 
-    def _stop(self, reason: str) -> str:
+    def stop(self, reason: str) -> str:
+        """End the rounds for ``reason`` (the rule's own, or the driver's: its hand-over
+        of a lagging coded problem to the Newton solver)."""
         self.done = True
         self.reason = reason
         return "stop"
@@ -359,7 +361,7 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
                 action = rule.gap_checked(primal, dual_objective(W, alpha, diag))
                 if action == "continue" and newton_finish and \
                         rule.gaps[-1] > NEWTON_FINISH_GAP * rule.gap_tol:
-                    rule._stop(f"duality gap {rule.gaps[-1]:.1e} with W still: Newton")
+                    rule.stop(f"duality gap {rule.gaps[-1]:.1e} with W still: Newton")
                     break
             if rule.rounds % 10 == 0:
                 info(".")

@@ -95,11 +95,11 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
 
 
 # What to do when the dual CD of a locally linear model stops at the iteration cap
-# and cannot switch to the primal -s 2 (L1 loss, or coded rows too large to write out).  The dual CD slows down when the
-# implicit features gamma(x) (x) [x; B] are badly conditioned: unscaled inputs with
-# a large common component (LETTER's raw 0..15 values), or LLC weights of mixed
-# sign (-L 6 with a small ridge).  The model is still usable (the weights of the
-# last pass), as LIBLINEAR's is.  docs/llsvm.md, "Convergence of the dual CD".
+# and cannot switch to the primal -s 2 (L1 loss, or coded rows too large to write
+# out).  The dual CD slows down when the implicit features gamma(x) (x) [x; B] are
+# badly conditioned: unscaled inputs with a large common component (LETTER's raw
+# 0..15 values), or LLC weights of mixed sign (-L 6 with a small ridge).  The model is still usable (the weights of the
+# last pass), as LIBLINEAR's is.  docs/llsvm.md, "Scaling the inputs" and "Speed and memory".
 LOCAL_CAP_REMEDY = (
     "The locally linear dual CD converges slowly on badly conditioned codes: scale the "
     "features (e.g. to [-1, 1] as svm-scale does), lower -c, raise the LLC ridge -u with "

@@ -78,7 +78,10 @@ def _require_linear(prob: BinaryProblem, solver_type: int) -> BinaryProblem:
         f"local coding")
 
 
-def _objective_for(prob: BinaryProblem, params: TrainParams, loss: int) -> _newton.ErmObjective:
+def _objective_for(prob: BinaryProblem, params: TrainParams, loss: int,
+                   n_parts: int = 1) -> list:
+    """The problem's objective as ``n_parts`` :class:`ErmObjective` of consecutive row
+    ranges (one: the whole problem)."""
     rows = prob.rows
     if loss == _newton.LOSS_SQUARED_EPS_INSENSITIVE:
         # regression has one C for every row (LIBLINEAR: param->C), carried as Cp
@@ -88,9 +91,16 @@ def _objective_for(prob: BinaryProblem, params: TrainParams, loss: int) -> _newt
     else:
         y = np.where(np.asarray(prob.y) > 0, 1.0, -1.0)
         C = np.ascontiguousarray(prob.per_row_C(), dtype=np.float64)
-    return _newton.ErmObjective(rows.data, rows.indices, rows.indptr, rows.n_features,
-                                float(prob.bias), y, C, loss, float(params.p),
-                                bool(params.regularize_bias))
+    bounds = [rows.n_rows * k // n_parts for k in range(n_parts + 1)]
+    parts = []
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        p0, p1 = int(rows.indptr[a]), int(rows.indptr[b])
+        indptr = rows.indptr if n_parts == 1 else np.ascontiguousarray(rows.indptr[a:b + 1] - p0)
+        parts.append(_newton.ErmObjective(
+            rows.data[p0:p1], rows.indices[p0:p1], indptr, rows.n_features,
+            float(prob.bias), y[a:b], C[a:b], loss, float(params.p),
+            bool(params.regularize_bias)))
+    return parts
 
 
 # rows per thread below which -m does not split one problem's objective
@@ -124,19 +134,20 @@ class SplitObjective:
             out[-1] = 0.0
         return out
 
-    def _summed(self, method, v, out):
+    def _summed(self, method, *args) -> np.ndarray:
+        """``out = sum_k part_k.method(*args, buffer_k)``, in part order (into ``args[-1]``)."""
+        *inputs, out = args
         bufs = self._buffers
-        self.team.map(lambda k: getattr(self.parts[k], method)(v, bufs[k]), range(len(bufs)))
+        self.team.map(lambda k: getattr(self.parts[k], method)(*inputs, bufs[k]),
+                      range(len(bufs)))
         out[:] = bufs[0]
         for b in bufs[1:]:
             out += b
+        return out
 
     def value(self, w) -> float:
-        fs = self.team.map(lambda p: p.value(w), self.parts)
-        total = 0.0
-        for f in fs:
-            total += f
-        return total - self.extra * 0.5 * self.parts[0].wTw
+        return sum(self.team.map(lambda p: p.value(w), self.parts)) \
+            - self.extra * 0.5 * self.parts[0].wTw
 
     def gradient(self, w, g) -> None:
         self._summed("gradient", w, g)
@@ -147,42 +158,17 @@ class SplitObjective:
         out -= self.extra * self._regulariser(s)
 
     def diag_preconditioner(self, M) -> None:
-        bufs = self._buffers
-        self.team.map(lambda k: self.parts[k].diag_preconditioner(bufs[k]), range(len(bufs)))
-        M[:] = bufs[0]
-        for b in bufs[1:]:
-            M += b
+        self._summed("diag_preconditioner", M)
         M -= self.extra * self._regulariser(np.ones(self.n_vars))
 
     def set_direction(self, s) -> None:
         self.team.map(lambda p: p.set_direction(s), self.parts)
 
     def loss_at_step(self, alpha: float) -> float:
-        total = 0.0
-        for f in self.team.map(lambda p: p.loss_at_step(alpha), self.parts):
-            total += f
-        return total
+        return sum(self.team.map(lambda p: p.loss_at_step(alpha), self.parts))
 
     def take_step(self, alpha: float, new_wTw: float) -> None:
         self.team.map(lambda p: p.take_step(alpha, new_wTw), self.parts)
-
-
-def _split_objective(prob: BinaryProblem, params: TrainParams, loss: int, team):
-    """:func:`_objective_for` over ``team.n_threads`` row ranges (:class:`SplitObjective`)."""
-    rows = prob.rows
-    y = np.where(np.asarray(prob.y) > 0, 1.0, -1.0)
-    C = np.ascontiguousarray(prob.per_row_C(), dtype=np.float64)
-    K = team.n_threads
-    bounds = [rows.n_rows * k // K for k in range(K + 1)]
-    parts = []
-    for a, b in zip(bounds[:-1], bounds[1:]):
-        p0, p1 = int(rows.indptr[a]), int(rows.indptr[b])
-        parts.append(_newton.ErmObjective(
-            rows.data[p0:p1], rows.indices[p0:p1],
-            np.ascontiguousarray(rows.indptr[a:b + 1] - p0), rows.n_features,
-            float(prob.bias), y[a:b], C[a:b], loss, float(params.p),
-            bool(params.regularize_bias)))
-    return SplitObjective(parts, team, bool(params.regularize_bias))
 
 
 def _preconditioned_cg(fun: _newton.ErmObjective, g: np.ndarray, M: np.ndarray,
@@ -313,9 +299,10 @@ def _solve_primal(prob: BinaryProblem, params: TrainParams, info: Messages, loss
     n_threads = max(1, min(int(n_threads), prob.rows.n_rows // SPLIT_MIN_ROWS))
     if n_threads > 1 and not regression:
         with ThreadTeam(n_threads) as team, single_threaded_blas():
-            return _newton_solve(prob, params, info, _split_objective(prob, params, loss, team),
-                                 regression, tol_scale, init_w)
-    return _newton_solve(prob, params, info, _objective_for(prob, params, loss), regression,
+            fun = SplitObjective(_objective_for(prob, params, loss, n_threads), team,
+                                 bool(params.regularize_bias))
+            return _newton_solve(prob, params, info, fun, regression, tol_scale, init_w)
+    return _newton_solve(prob, params, info, _objective_for(prob, params, loss)[0], regression,
                          tol_scale, init_w)
 
 

@@ -19,6 +19,7 @@ import numpy as np
 from lcoding.core.messages import event
 from lcoding.core.rows import Rows
 from lcoding.core.threads import run_ranges
+from lcoding.linear import _dual_cd
 
 
 EMPTY_IDX = np.zeros((0, 1), dtype=np.int32)
@@ -34,6 +35,9 @@ class Coding:
     anchor_idx: np.ndarray      # int32 (n, k)
     coding_weight: np.ndarray   # float64 (n, k)
     n_anchors: int
+    # the coded rows written out by materialized_problem, kept for the other
+    # one-vs-rest problems of the same rows: (id(rows), bias, shared) -> (rows, Rows)
+    written: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass
@@ -102,21 +106,32 @@ def coded_nonzeros(prob: BinaryProblem) -> int:
     return int(_coded_row_lengths(prob).sum())
 
 
-def materialized_problem(prob: BinaryProblem, coded: Rows | None = None,
-                         n_threads: int = 1) -> BinaryProblem:
+def materialized_problem(prob: BinaryProblem, n_threads: int = 1) -> BinaryProblem:
     """The same problem on explicit rows ``z_i = gamma(x_i) (x) [x_i; B]`` (CSR, one
     column per entry of ``W``, the bias columns included), for the solvers that need
     a design matrix (the primal Newton ``-s 2``).  Its ``w`` is the coded problem's
     ``W`` entry for entry.  Raises ValueError when the rows would take more than
-    :data:`MATERIALIZE_MAX_NONZEROS` non-zeros.  ``coded``: the rows written out
-    already (one-vs-rest problems share them).  Row ranges are written in
-    ``n_threads`` threads (most of the time is the first touch of the new pages)."""
-    from lcoding.linear import _dual_cd
+    :data:`MATERIALIZE_MAX_NONZEROS` non-zeros.  The rows are written once per coding
+    (the one-vs-rest problems of a coding share them, :attr:`Coding.written`), their
+    row ranges in ``n_threads`` threads (most of the time is the first touch of the
+    new pages)."""
     if prob.coding is None and not prob.shared_bias:
         return prob
-    if coded is not None:
-        return BinaryProblem(coded, prob.y, prob.Cp, prob.Cn, -1.0, prob.rng_state,
-                             sample_C=prob.sample_C)
+    bias, shared_bias = prob.kernel_bias
+    key = (id(prob.rows), bias, shared_bias)
+    kept = prob.coding.written.get(key) if prob.coding is not None else None
+    if kept is not None and kept[0] is prob.rows:
+        coded = kept[1]
+    else:
+        coded = _written_out(prob, n_threads)
+        if prob.coding is not None:
+            prob.coding.written[key] = (prob.rows, coded)
+    return BinaryProblem(coded, prob.y, prob.Cp, prob.Cn, -1.0, prob.rng_state,
+                         sample_C=prob.sample_C)
+
+
+def _written_out(prob: BinaryProblem, n_threads: int) -> Rows:
+    """The rows of :func:`materialized_problem`, by the Cython kernel."""
     rows = prob.rows
     counts = _coded_row_lengths(prob)
     nnz = int(counts.sum())
@@ -146,9 +161,7 @@ def materialized_problem(prob: BinaryProblem, coded: Rows | None = None,
                                  anchor_idx, coding_weight, shared_bias, shared_pos, indptr,
                                  data, indices, span[0], span[1])
     run_ranges(fill, rows.n_rows, n_threads)
-    coded = Rows(data, indices, indptr, prob.w_size)
-    return BinaryProblem(coded, prob.y, prob.Cp, prob.Cn, -1.0, prob.rng_state,
-                         sample_C=prob.sample_C)
+    return Rows(data, indices, indptr, prob.w_size)
 
 
 @dataclass

@@ -16,6 +16,7 @@ import numpy as np
 
 from lcoding.core.options import float_text
 from lcoding.core.rows import Rows
+from lcoding.linear.problem import MATERIALIZE_MAX_NONZEROS
 
 AUTO_ANCHORS_MIN = 16
 AUTO_ANCHORS_MAX = 200
@@ -117,7 +118,6 @@ def newton_suits(rows: Rows, n_anchors: int, k: int, intercept: bool) -> bool:
     """``solver='auto'``: whether the primal Newton solver (``-s 2``) should train
     this LL-SVM -- at least :data:`NEWTON_ROWS_PER_WEIGHT` rows per coded weight,
     and the coded rows small enough to write out."""
-    from lcoding.linear.problem import MATERIALIZE_MAX_NONZEROS
     weights = n_anchors * (rows.n_features + (1 if intercept else 0))
     nonzeros = k * (rows.data.size + (rows.n_rows if intercept else 0))
     return (rows.n_rows >= NEWTON_ROWS_PER_WEIGHT * weights

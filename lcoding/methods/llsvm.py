@@ -123,13 +123,11 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                            rng_state(seed, PURPOSE_SOLVER, *seed_path, 0), coding=coding)
     else:
         solver = BINARY_SOLVERS[solver_type]
-        coded = None
         if solver_type == SolverType.L2R_L2LOSS_SVC:
-            # -s 2: the primal Newton solver takes the coded rows written out, once
-            # for all one-vs-rest problems
-            coded = materialized_problem(BinaryProblem(rows, np.ones(rows.n_rows, np.int8),
-                                                       1.0, 1.0, bias, None, coding=coding),
-                                         n_threads=params.n_threads).rows
+            # -s 2: the primal Newton solver takes the coded rows written out -- here,
+            # in -m threads, once for all one-vs-rest problems (kept by the coding)
+            materialized_problem(BinaryProblem(rows, np.ones(rows.n_rows, np.int8), 1.0, 1.0,
+                                               bias, None, coding=coding), params.n_threads)
 
         def solve(job) -> np.ndarray:
             c_pos, y_pm, Cp, Cn = job
@@ -137,8 +135,6 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                                  rng_state(seed, PURPOSE_SOLVER, *seed_path, c_pos),
                                  coding=coding, sample_C=None if sample_weight is None
                                  else np.where(y_pm > 0, Cp, Cn) * sample_weight)
-            if coded is not None:
-                prob = materialized_problem(prob, coded)
             return reported_solve(info, labels, c_pos, nr_class, solver, prob, params, info).w
 
         jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)

@@ -467,11 +467,12 @@ def test_split_objective_sums_its_row_ranges(shared_data, regularize_bias):
     prob = BinaryProblem(rows, np.where(y > 0, 1, -1).astype(np.int8), 2.0, 0.5, 1.0,
                          rng_state(1, 0))
     params = parse_train_options("-s 2 -B 1 -q" + ("" if regularize_bias else " -R"))
-    whole = nt._objective_for(prob, params, nt._newton.LOSS_SQUARED_HINGE)
+    whole = nt._objective_for(prob, params, nt._newton.LOSS_SQUARED_HINGE)[0]
     rng = np.random.default_rng(3)
     w, s = rng.normal(size=whole.n_vars), rng.normal(size=whole.n_vars)
     with ThreadTeam(3) as team:
-        split = nt._split_objective(prob, params, nt._newton.LOSS_SQUARED_HINGE, team)
+        split = nt.SplitObjective(nt._objective_for(prob, params, nt._newton.LOSS_SQUARED_HINGE, 3),
+                                  team, regularize_bias)
         assert split.n_rows == rows.n_rows and len(split.parts) == 3
         assert split.value(w) == pytest.approx(whole.value(w), rel=1e-12)
         assert split.wTw == whole.wTw

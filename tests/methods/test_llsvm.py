@@ -503,6 +503,9 @@ def test_written_out_coded_rows_equal_the_numpy_reference(shared_data, bias, cod
                          None, coding=Coding(idx, wt, model.n_anchors))
     Z = materialized_problem(prob).rows
     assert Z.n_features == model.w.shape[0]
+    # another one-vs-rest problem of the same rows and coding: written out once
+    other = BinaryProblem(rows, -prob.y, 2.0, 1.0, float(bias), None, coding=prob.coding)
+    assert materialized_problem(other).rows is Z
     assert all(np.all(np.diff(Z.indices[a:b]) > 0) for a, b in zip(Z.indptr[:-1], Z.indptr[1:]))
     np.testing.assert_allclose(Z.to_csr().toarray(), materialise(model, X).toarray(),
                                rtol=1e-15, atol=0)
