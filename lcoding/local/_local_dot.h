@@ -26,6 +26,33 @@
 #define LCODING_MULTIVERSION
 #endif
 
+/* acc[c] = sum_{p in p0..p1-1, X_indices[p] < nr_feature} X_data[p] wa[col, c0 + c]
+ *          + B wa[nr_feature, c0 + c]   for c < nc  (the bias row only when B >= 0) */
+static inline void lcoding_local_dot_acc(const double *X_data, const int *X_indices,
+                                         int64_t p0, int64_t p1, const double *wa,
+                                         intptr_t nr_feature, intptr_t nr_w, intptr_t c0,
+                                         intptr_t nc, double bias, double *acc)
+{
+    intptr_t c;
+    int64_t p;
+    for (c = 0; c < nc; ++c)
+        acc[c] = 0.0;
+    for (p = p0; p < p1; ++p) {
+        intptr_t col = X_indices[p];
+        if (col < nr_feature) {
+            const double xv = X_data[p];
+            const double *wrow = wa + col * nr_w + c0;
+            for (c = 0; c < nc; ++c)
+                acc[c] += xv * wrow[c];
+        }
+    }
+    if (bias >= 0) {
+        const double *wrow = wa + nr_feature * nr_w + c0;
+        for (c = 0; c < nc; ++c)
+            acc[c] += bias * wrow[c];
+    }
+}
+
 LCODING_MULTIVERSION
 static void lcoding_local_dot_rows(const double *X_data, const int *X_indices,
                                    const int64_t *X_indptr, const int *bucket_row,
@@ -35,28 +62,13 @@ static void lcoding_local_dot_rows(const double *X_data, const int *X_indices,
 {
     double acc[LCODING_LOCAL_DOT_MAX_W];
     intptr_t pos, c, c0, nc, i;
-    int64_t p;
     /* classes in chunks of LCODING_LOCAL_DOT_MAX_W (one chunk unless nr_w > 64) */
     for (c0 = 0; c0 < nr_w; c0 += LCODING_LOCAL_DOT_MAX_W) {
         nc = nr_w - c0 < LCODING_LOCAL_DOT_MAX_W ? nr_w - c0 : LCODING_LOCAL_DOT_MAX_W;
         for (pos = pos0; pos < pos1; ++pos) {
             i = bucket_row[pos];
-            for (c = 0; c < nc; ++c)
-                acc[c] = 0.0;
-            for (p = X_indptr[i]; p < X_indptr[i + 1]; ++p) {
-                intptr_t col = X_indices[p];
-                if (col < nr_feature) {
-                    const double xv = X_data[p];
-                    const double *wrow = wa + col * nr_w + c0;
-                    for (c = 0; c < nc; ++c)
-                        acc[c] += xv * wrow[c];
-                }
-            }
-            if (bias >= 0) {
-                const double *wrow = wa + nr_feature * nr_w + c0;
-                for (c = 0; c < nc; ++c)
-                    acc[c] += bias * wrow[c];
-            }
+            lcoding_local_dot_acc(X_data, X_indices, X_indptr[i], X_indptr[i + 1], wa,
+                                  nr_feature, nr_w, c0, nc, bias, acc);
             {
                 const double g = bucket_wt[pos];
                 double *o = out + i * nr_w + c0;
@@ -159,6 +171,68 @@ static void lcoding_local_dot_bucket(const double *X_data, const int *X_indices,
                                        pos0, pos1, wpad, nr_feature, nr_w, bias, out); break;
     default: lcoding_local_dot_rows_16(X_data, X_indices, X_indptr, bucket_row, bucket_wt,
                                        pos0, pos1, wpad, nr_feature, nr_w, bias, out); break;
+    }
+}
+
+/* Row-major form of the same sums, for a one-column W (binary models): each row is
+ * read once while its anchors' weight rows are gathered, instead of once per anchor
+ * from a bucket.  A row's anchors are taken
+ * in increasing anchor index (a stable insertion sort of its k entries, skipping
+ * zero weights), so every out[i, c] gets the bucketed loop's additions in the
+ * bucketed loop's order: the two forms give bit-identical values.  out rows
+ * row_start..row_stop-1 must be zero on entry; order is k ints of scratch.
+ * ijcnn1's binary LL-SVM (100 anchors, k = 8): 6.8 ms per 50 000 rows against 31 ms
+ * bucketed (the measurements are in _knn.local_decision_values' notes). */
+LCODING_MULTIVERSION
+static void lcoding_local_dot_by_row(const double *X_data, const int *X_indices,
+                                     const int64_t *X_indptr, const int *anchor_idx,
+                                     const double *coding_weight, intptr_t k,
+                                     intptr_t row_start, intptr_t row_stop, const double *W,
+                                     intptr_t nr_feature, intptr_t nr_w, double bias,
+                                     double *out, intptr_t *order)
+{
+    double acc[LCODING_LOCAL_DOT_MAX_W];
+    const intptr_t stride = nr_feature + (bias >= 0 ? 1 : 0);
+    intptr_t i, j, t, m, c, c0, nc;
+    int64_t p;
+    for (i = row_start; i < row_stop; ++i) {
+        const int *ai = anchor_idx + i * k;
+        const double *gi = coding_weight + i * k;
+        double *o = out + i * nr_w;
+        m = 0;
+        for (j = 0; j < k; ++j) {
+            if (gi[j] == 0.0)
+                continue;
+            t = m++;
+            while (t > 0 && ai[order[t - 1]] > ai[j]) {
+                order[t] = order[t - 1];
+                --t;
+            }
+            order[t] = j;
+        }
+        for (t = 0; t < m; ++t) {
+            const double g = gi[order[t]];
+            const double *wa = W + (intptr_t)ai[order[t]] * stride * nr_w;
+            if (nr_w == 1) {
+                double a1 = 0.0;
+                for (p = X_indptr[i]; p < X_indptr[i + 1]; ++p) {
+                    intptr_t col = X_indices[p];
+                    if (col < nr_feature)
+                        a1 += X_data[p] * wa[col];
+                }
+                if (bias >= 0)
+                    a1 += bias * wa[nr_feature];
+                o[0] += g * a1;
+                continue;
+            }
+            for (c0 = 0; c0 < nr_w; c0 += LCODING_LOCAL_DOT_MAX_W) {
+                nc = nr_w - c0 < LCODING_LOCAL_DOT_MAX_W ? nr_w - c0 : LCODING_LOCAL_DOT_MAX_W;
+                lcoding_local_dot_acc(X_data, X_indices, X_indptr[i], X_indptr[i + 1], wa,
+                                      nr_feature, nr_w, c0, nc, bias, acc);
+                for (c = 0; c < nc; ++c)
+                    o[c0 + c] += g * acc[c];
+            }
+        }
     }
 }
 

@@ -42,15 +42,18 @@ def dense_rows(rows: Rows, row_ids, n_features: int) -> np.ndarray:
     return out
 
 
-def _mean_variance(rows: Rows, n_features: int) -> float:
+def _mean_variance(rows: Rows, n_features: int, column_sums: np.ndarray) -> float:
+    """The features' mean variance ``(sum_ij x_ij^2 / n - ||mean||^2) / d`` over the first
+    ``n_features`` columns, from their ``column_sums`` (a Lloyd step's cluster sums
+    added up: no pass of its own) and one dot product."""
     n = max(rows.n_rows, 1)
-    data, cols = rows.data, rows.indices
-    if cols.size and int(cols.max()) >= n_features:    # else no copies (the usual case)
-        keep = cols < n_features
-        data, cols = data[keep], cols[keep]
-    s1 = np.bincount(cols, weights=data, minlength=n_features) / n
-    s2 = np.bincount(cols, weights=data * data, minlength=n_features) / n
-    return float(np.mean(np.maximum(s2 - s1 ** 2, 0.0))) if n_features else 0.0
+    data = rows.data
+    if rows.indices.size and int(rows.indices.max()) >= n_features:  # else no copy
+        data = data[rows.indices < n_features]
+    if not n_features:
+        return 0.0
+    mean = column_sums / n
+    return max(float(np.dot(data, data)) / n - float(mean @ mean), 0.0) / n_features
 
 
 def _assign(rows: Rows, centres: np.ndarray, dense: bool, n_threads: int = 1,
@@ -82,19 +85,21 @@ def kmeanspp_seed(rows: Rows, n_clusters: int, n_features: int, rng_state: np.nd
     """k-means++ seeds (Arthur & Vassilvitskii 2007): ``(centres, chosen rows)``.
 
     The first centre is a uniform row, each next one a row drawn with probability
-    proportional to its squared distance to the closest centre so far.  The draws
-    run in order over the rows; the distance updates (one pass over the non-zeros
-    per centre, the whole cost) run over row ranges in the ``team``'s threads, so
-    the seeds are the same bit for bit for any thread count.  Ctrl-C is checked
-    between centres."""
+    proportional to its squared distance to the closest centre so far.  The
+    distance updates (one pass over the non-zeros per centre) run over row ranges in
+    the ``team``'s threads and sum the distances per fixed block of rows; the draw
+    walks those block sums in order, then one block's rows
+    (:func:`lcoding.local._kmeans.kmeanspp_draw`), so the seeds are the same bit for
+    bit for any thread count.  Ctrl-C is checked between centres."""
     n = rows.n_rows
     centres = np.zeros((n_clusters, n_features))
     chosen = np.empty(n_clusters, dtype=np.int32)
     xsq = np.empty(n)
     closest = np.empty(n)
     state = np.array(rng_state, dtype=np.uint64).reshape(1)
+    block_sum = np.zeros(-(-n // _kmeans.DRAW_BLOCK))
     X = (rows.data, rows.indices, rows.indptr, n_features)
-    spans = split_ranges(n, team.n_threads if team is not None else 1)
+    spans = split_ranges(n, team.n_threads if team is not None else 1, _kmeans.DRAW_BLOCK)
 
     def each_range(fn, *args):
         def work(span):
@@ -108,13 +113,14 @@ def kmeanspp_seed(rows: Rows, n_clusters: int, n_features: int, rng_state: np.nd
     each_range(_kmeans.kmeanspp_init, xsq, closest)
     for c in range(n_clusters):
         check_stop()
-        pick = int(_kmeans.kmeanspp_draw(closest, state, c == 0))
+        pick = int(_kmeans.kmeanspp_draw(closest, block_sum, state, c == 0))
         chosen[c] = pick
         p0, p1 = int(rows.indptr[pick]), int(rows.indptr[pick + 1])
         cols = rows.indices[p0:p1]
         keep = cols < n_features
         centres[c, cols[keep]] = rows.data[p0:p1][keep]
-        each_range(_kmeans.kmeanspp_update, centres[c], float(xsq[pick]), xsq, closest)
+        each_range(_kmeans.kmeanspp_update, centres[c], float(xsq[pick]), xsq, closest,
+                   block_sum)
     return centres, chosen
 
 
@@ -170,13 +176,16 @@ def _lloyd(rows: Rows, centres: np.ndarray, n_features: int, rng, max_iter: int,
                                      centres, counts)
         return centres
 
-    threshold = tol * _mean_variance(rows, n_features)
+    threshold = None
     sums = np.empty_like(centres)
     counts = np.empty(n_clusters, dtype=np.int64)
     for step in range(max_iter):
         check_stop()
         labels, mind, inertia = _assign(rows, centres, dense, team=team)
         _kmeans.kmeans_sums(rows.data, rows.indices, rows.indptr, labels, sums, counts)
+        if threshold is None:
+            # the stopping threshold: tol times the data's mean variance
+            threshold = tol * _mean_variance(rows, n_features, sums.sum(axis=0))
         new = sums / np.maximum(counts, 1)[:, None]
         empty = np.flatnonzero(counts == 0)
         if empty.size:

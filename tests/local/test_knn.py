@@ -186,16 +186,25 @@ def test_local_decision_values_match_numpy(rng, nr_w):
             _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx, wt, W, d,
                                        bias, chunked, a, b)
         np.testing.assert_array_equal(chunked, out)
+        # the row-major and the anchor-bucketed forms (one column picks the first, more
+        # the second) add the same terms in the same order: the very same numbers
+        for by_row in (0, 1):
+            forced = np.full((n, nr_w), np.nan)
+            for a, b in ((0, 13), (13, n)):
+                _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx, wt, W,
+                                           d, bias, forced, a, b, by_row)
+            np.testing.assert_array_equal(forced, out)
 
 
 def test_local_decision_values_rejects_bad_anchor_index(rng):
     rows = as_rows(sp.random(5, 4, density=0.5, random_state=2, format="csr"))
     idx = np.zeros((5, 2), dtype=np.int32)
     idx[3, 1] = 7                       # only 3 anchors
-    W = np.ones((3 * 4, 2))
-    with pytest.raises(ValueError, match="anchor index 7"):
-        _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx,
-                                   np.full((5, 2), 0.5), W, 4, -1.0, np.empty((5, 2)))
+    for nr_w in (1, 2):                 # the row-major and the bucketed form
+        W = np.ones((3 * 4, nr_w))
+        with pytest.raises(ValueError, match="anchor index 7"):
+            _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx,
+                                       np.full((5, 2), 0.5), W, 4, -1.0, np.empty((5, nr_w)))
 
 
 # ------------------------------------------------------------------ kernel maps
