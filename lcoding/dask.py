@@ -65,7 +65,7 @@ import scipy.sparse as sp
 
 from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
 from lcoding.core.messages import Messages
-from lcoding.core.model import LinearModel, Model
+from lcoding.core.model import LinearModel, Model, check_trained
 from lcoding.core.options import SolverType, TrainParams, check_parameter, parse_train_options
 from lcoding.core.params import AnchorInit, CodingType, LLSVMParams, OCCParams
 from lcoding.core.rows import INT32_MAX, Rows, as_rows
@@ -925,14 +925,17 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
     w = np.column_stack([solved[c][0] for c in cols])
     info(f"lcoding.dask: trained in {time.perf_counter() - t0:.2f} s\n")
     if method == "linear":
-        return LinearModel(st, nr_class, labels, nr_feature, bias, w, param=params)
-    if method == "llsvm":
-        return LocalModel(st, nr_class, labels, nr_feature, bias, coder, w,
-                          kernel_map=kernel_map, param=params)
-    if kind == occ.LIB_LLSVM and bias < 0:
-        w = w[:-1]
-    return occ.OCCModel(st, nr_class, labels, nr_feature, bias, occ.OCC_CODINGS[params.coding],
-                        kind, planes, sigma, w, param=params, kernel_map=kernel_map)
+        model = LinearModel(st, nr_class, labels, nr_feature, bias, w, param=params)
+    elif method == "llsvm":
+        model = LocalModel(st, nr_class, labels, nr_feature, bias, coder, w,
+                           kernel_map=kernel_map, param=params)
+    else:
+        if kind == occ.LIB_LLSVM and bias < 0:
+            w = w[:-1]
+        model = occ.OCCModel(st, nr_class, labels, nr_feature, bias,
+                             occ.OCC_CODINGS[params.coding], kind, planes, sigma, w,
+                             param=params, kernel_map=kernel_map)
+    return check_trained(model)
 
 
 # ---------------------------------------------------------------- prediction

@@ -28,7 +28,7 @@ from typing import Callable
 import numpy as np
 
 from lcoding.core.messages import Messages
-from lcoding.core.model import LinearModel, Model
+from lcoding.core.model import LinearModel, Model, check_trained
 from lcoding.core.options import (CODING_AUTO, JOINT_SOLVERS, TRAIN_OPTIONS, SolverType,
                                   TrainParams, check_parameter)
 from lcoding.core.params import (KernelParams, KQParams, LinearParams, LLCJointParams,
@@ -135,8 +135,8 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
                  f"{' '.join(ignored)} (not used by this method)\n")
     if sample_weight is None:
         # in a worker thread, so that Ctrl-C stops it within a pass (core/threads.py)
-        return run_interruptible(lambda: method.train(y, rows, params, info,
-                                                      seed_path=seed_path))
+        return _checked(method, rows, lambda: run_interruptible(
+            lambda: method.train(y, rows, params, info, seed_path=seed_path)))
     sw = np.ascontiguousarray(sample_weight, dtype=np.float64).reshape(-1)
     if sw.shape[0] != rows.n_rows:
         raise ValueError(f"sample_weight has {sw.shape[0]} values for {rows.n_rows} instances")
@@ -150,8 +150,25 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         raise ValueError("sample_weight: every weight is 0; no instances to train on")
     if keep.size < rows.n_rows:
         y, rows, sw = y[keep], rows.take(keep), sw[keep]
-    return run_interruptible(lambda: method.train(y, rows, params, info, seed_path=seed_path,
-                                                  sample_weight=sw))
+    return _checked(method, rows, lambda: run_interruptible(
+        lambda: method.train(y, rows, params, info, seed_path=seed_path, sample_weight=sw)))
+
+
+def _largest(rows: Rows) -> float:
+    return float(np.max(np.abs(rows.data))) if rows.data.size else 0.0
+
+
+def _checked(method: Method, rows: Rows, train) -> Model:
+    """``train()``'s model after :func:`~lcoding.core.model.check_trained`; a failed
+    linear-algebra step (an SVD or eigensolver that did not converge on extreme
+    values) as a ValueError that names the method and the remedy."""
+    try:
+        model = train()
+    except np.linalg.LinAlgError as err:
+        raise ValueError(f"{method.name} ({method.title}): a linear-algebra step failed "
+                         f"({err}); the largest |value| in x is {_largest(rows):.3g}: scale "
+                         f"the features (e.g. to [-1, 1])") from err
+    return check_trained(model, lambda: _largest(rows))
 
 
 # lcoding's options that every method reads

@@ -80,10 +80,41 @@ def check_block(key: str, block: np.ndarray) -> np.ndarray:
     block = np.asarray(block, dtype=np.float64)
     bad = ~(np.abs(block) <= VALUE_LIMIT)          # catches nan too
     if bad.any():
-        v = block.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])]
+        v = float(block.reshape(-1)[int(np.flatnonzero(bad.reshape(-1))[0])])
         raise ModelFieldError(key, f"{key} block holds {v!r}: values must be finite and at "
                                    f"most {VALUE_LIMIT:g} in magnitude")
     return block
+
+
+def model_blocks(model: "Model") -> list:
+    """``(name, array)`` of every number a model holds besides its header fields:
+    its file blocks (lcoding's models), LIBLINEAR's ``w`` (linear models) and the
+    one-class offset ``rho``."""
+    file_blocks = getattr(model, "file_blocks", None)
+    blocks = list(file_blocks()) if file_blocks is not None else [("w", model.w)]
+    if model.is_oneclass_model():
+        blocks.append(("rho", np.array([float(getattr(model, "rho", 0.0))])))
+    return blocks
+
+
+def check_trained(model: "Model", largest_input=None) -> "Model":
+    """Training's last step: every number of ``model`` checked as the model-file
+    loader checks it (finite, at most ``VALUE_LIMIT`` in magnitude), so that no
+    training returns a model that predicts NaN or writes a file that will not load.
+    ``largest_input`` (a float, or a callable giving it; optional) is the largest
+    magnitude in the training rows, named in the message: values near the top of the
+    float range make the solvers' squared norms and distances overflow (dual logistic
+    regression on a row holding 1e300, or anchors that are such rows)."""
+    for key, block in model_blocks(model):
+        try:
+            check_block(key, block)
+        except ModelFieldError as err:
+            big = largest_input() if callable(largest_input) else largest_input
+            scale = "" if big is None else f"the largest |value| in x is {big:.3g}: "
+            raise ValueError(f"training produced a model it cannot keep ({err}); "
+                             f"{scale}scale the features (e.g. to [-1, 1]) or lower -c"
+                             ) from None
+    return model
 
 
 class Model(abc.ABC):

@@ -140,6 +140,58 @@ def test_anchor_planes_refuse_rows_without_features():
         train([1, 2] * 10, [{}] * 20, "-s 1 -L 4 -A 2 -q")
 
 
+# ------------------------------------------------------ values near the float limit
+def _huge_problem():
+    """Finite rows, one of them 1e300: its squared norm overflows to inf."""
+    X = np.random.default_rng(0).random((40, 3))
+    X[5, 1] = 1e300
+    return (np.arange(40) % 2).astype(float), X
+
+
+@pytest.mark.parametrize("options,block", [
+    ("-s 7", "w"),                          # dual logistic regression: w was nan
+    ("-s 1 -L 2 -A 4 -k 2", "anchors"),     # anchors that are such rows: a file that
+    ("-s 33 -L 2 -A 4 -k 2", "anchors"),    # would not load, NaN decision values
+    ("-s 1 -L 3 -A 4", "anchors"),
+])
+def test_training_refuses_a_model_it_could_not_keep(options, block):
+    """The loader's checks at the end of training: a clear error that names the block
+    and the data's largest value, instead of a NaN model or an unloadable file."""
+    y, X = _huge_problem()
+    with pytest.raises(ValueError, match=rf"cannot keep \({block} block holds .*largest "
+                                         rf"\|value\| in x is 1e\+300: scale the features"):
+        train(y, X, options + " -q")
+
+
+def test_a_failed_linear_algebra_step_names_the_method_and_the_remedy():
+    y, X = _huge_problem()
+    with pytest.raises(ValueError, match=r"^occ .*linear-algebra step failed .*1e\+300: scale"):
+        train(y, X, "-s 1 -L 4 -A 2 -q")
+
+
+@pytest.mark.parametrize("options", ["-s 0", "-s 1", "-s 40 -k 1 -Q 2", "-s 1 -t 2 -X 5"])
+def test_solvers_that_cope_with_huge_values_still_train(options, tmp_path):
+    y, X = _huge_problem()
+    m = train(y, X, options + " -q")
+    save_model(str(tmp_path / "m"), m)
+    assert np.isfinite(predict(y, X, load_model(str(tmp_path / "m")), "-q")[2]).all()
+
+
+def test_cli_writes_no_model_file_when_training_refuses(tmp_path):
+    y, X = _huge_problem()
+    data = tmp_path / "huge.train"
+    data.write_text("".join(f"{int(t)} " + " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(row))
+                            + "\n" for t, row in zip(y, X)))
+    proc = run_python("""
+        import sys
+        from lcoding.cli import train_main
+        sys.exit(train_main(['-s', '7', '-q', sys.argv[1], sys.argv[2]]))
+        """, data, tmp_path / "m.model")
+    assert proc.returncode == 1, proc.stderr
+    assert "scale the features" in proc.stderr + proc.stdout
+    assert not (tmp_path / "m.model").exists()
+
+
 # ----------------------------------------------------------------------- -B
 @pytest.mark.parametrize("bias", ["inf", "-inf", "1e200"])
 def test_bias_must_be_finite(bias):
