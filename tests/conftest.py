@@ -2,10 +2,12 @@
 liblinear-official, the reference implementation, side by side with lcoding."""
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import textwrap
@@ -20,6 +22,22 @@ from lcoding.io import datasets
 # the folder holding the lcoding this test run imports (site-packages after `pip
 # install .`, the repository after an in-place build): children import the same build
 LCODING_HOME = pathlib.Path(lcoding.__file__).resolve().parents[1]
+
+
+@contextlib.contextmanager
+def no_hang(seconds: float, what: str = "example"):
+    """Fail (instead of hanging the suite) when the block runs longer than ``seconds``
+    (the fuzz tests: one example that runs too long is a hang)."""
+    def expired(signum, frame):
+        raise AssertionError(f"{what} still running after {seconds} s: a hang")
+
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def child_env() -> dict:

@@ -13,8 +13,6 @@ replays a fixed-seed sample of the same strategies.
 """
 from __future__ import annotations
 
-import contextlib
-import signal
 import warnings
 
 import numpy as np
@@ -27,6 +25,7 @@ from lcoding.io.model_files import model_to_text
 from lcoding.liblinearutil import train
 from lcoding.training import model_from_text
 import lcoding.sklearn as estimators
+from conftest import no_hang
 
 # seeded, bounded fuzzing (~20 s): the full suite (CI) runs it, the quick subset does not
 pytestmark = pytest.mark.slow
@@ -50,20 +49,6 @@ VALUES = st.one_of(st.sampled_from([0.0, 1.0, -1.0, 1e-300, 1e300, -1e300, 1e150
 ESTIMATORS = [estimators.LocallyLinearSVC, estimators.AnchorPlanesSVC,
               estimators.KQMetricsClassifier, estimators.InvariantSVC,
               estimators.LLCJointSVC, estimators.LinearClassifier]
-
-
-@contextlib.contextmanager
-def no_hang(seconds=EXAMPLE_SECONDS):
-    def expired(signum, frame):
-        raise AssertionError(f"still training after {seconds} s: a hang")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
 
 
 @st.composite
@@ -93,7 +78,7 @@ def refused(err: Exception) -> bool:
 def test_option_strings_train_a_usable_model_or_refuse(problem, options, extra):
     y, X = problem
     try:
-        with no_hang(), warnings.catch_warnings():
+        with no_hang(EXAMPLE_SECONDS, "training"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = train(y, X, options + extra + " -q").core
     except (ValueError, FloatingPointError) as err:
@@ -114,7 +99,7 @@ def test_estimators_at_their_defaults_predict_or_refuse(problem, cls, probabilit
     if probability and "probability" in est.get_params():
         est.set_params(probability=True)
     try:
-        with no_hang(), warnings.catch_warnings():
+        with no_hang(EXAMPLE_SECONDS, "training"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             est.fit(X, y)
     except (ValueError, FloatingPointError) as err:

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 import bz2
 import collections
-import contextlib
 import gzip
 import io
 import json
 import os
 import re
-import signal
 
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from conftest import no_hang as shared_no_hang
 
 # ~15 s of seeded, bounded fuzzing: the full suite (CI) runs it, the quick subset does not
 pytestmark = pytest.mark.slow
@@ -55,19 +55,8 @@ def _report():
             json.dump(dict(COUNTS), fh, indent=1, sort_keys=True)
 
 
-@contextlib.contextmanager
 def no_hang(seconds=EXAMPLE_SECONDS):
-    """Fail (instead of hanging the suite) when one example runs too long."""
-    def expired(signum, frame):
-        raise AssertionError(f"example still running after {seconds} s: a hang")
-
-    old = signal.signal(signal.SIGALRM, expired)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
+    return shared_no_hang(seconds)
 
 
 # ------------------------------------------------------------------------ reader
