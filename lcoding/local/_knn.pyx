@@ -157,9 +157,18 @@ cdef inline void code_row(int coding, double param, Py_ssize_t k, const double* 
             w[j] /= s
         return
     if coding == CODING_GAUSSIAN:
+        if not bd[0] < INF:
+            # every squared distance overflowed (a row near the float limit, 1e155 and
+            # up): the weights' limit far from the anchors, all on one neighbour --
+            # the first listed -- instead of exp(inf - inf) = NaN
+            for j in range(k):
+                w[j] = 0.0
+            w[0] = 1.0
+            return
         s = 0.0
         for j in range(k):
-            w[j] = exp(-param * (bd[j] - bd[0]))
+            # a neighbour whose distance overflowed (or is NaN) weighs nothing
+            w[j] = exp(-param * (bd[j] - bd[0])) if bd[j] < INF else 0.0
             s += w[j]
         for j in range(k):
             w[j] /= s

@@ -177,6 +177,22 @@ def test_solvers_that_cope_with_huge_values_still_train(options, tmp_path):
     assert np.isfinite(predict(y, X, load_model(str(tmp_path / "m")), "-q")[2]).all()
 
 
+@pytest.mark.parametrize("options", ["-s 1", "-s 1 -L 1 -A 4 -k 2", "-s 1 -L 2 -A 4 -k 2",
+                                     "-s 1 -L 6 -A 4 -k 2", "-s 33 -L 2 -A 4 -k 2",
+                                     "-s 1 -L 3 -A 4", "-s 1 -L 4 -A 2", "-s 40 -k 1 -Q 2",
+                                     "-s 1 -t 2 -X 5", "-s 1 -L 2 -A 4 -k 2 -K 3"])
+def test_rows_near_the_float_limit_get_finite_decision_values(options):
+    """Test rows whose squared distances overflow (1e155 and up): the Gaussian coding
+    used to give exp(inf - inf) = NaN; its limit far from the anchors puts the weight
+    on one neighbour."""
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 3))
+    y = (X[:, 0] > 0.5).astype(float)
+    far = [{1: 1e300, 2: 0.5, 3: 0.5}, {1: 1e200}, {1: 1e155, 2: 1.0, 3: 1.0}, {1: -1e300}]
+    _, _, values = predict([1] * 4, far, train(y, X, options + " -q"), "-q")
+    assert np.isfinite(np.asarray(values)).all(), values
+
+
 def test_cli_writes_no_model_file_when_training_refuses(tmp_path):
     y, X = _huge_problem()
     data = tmp_path / "huge.train"
