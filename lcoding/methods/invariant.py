@@ -383,6 +383,16 @@ class KernelExpansionModel(Model):
             part = rows if rows.n_rows <= PREDICT_BATCH else \
                 rows.take(np.arange(start, min(rows.n_rows, start + PREDICT_BATCH)))
             block = self.kernel.matrix(part, self.points, self._points_sq)
+            bad = ~np.isfinite(block).all(axis=1)
+            if bad.any():
+                # a polynomial or linear kernel of a row near the float limit: sums of
+                # its infinite kernel values would be inf - inf = NaN
+                i = int(np.flatnonzero(bad)[0])
+                row = part.take(np.array([i]))
+                big = float(np.max(np.abs(row.data))) if row.data.size else 0.0
+                raise ValueError(f"x: row {start + i + 1}: its {self.kernel.name} kernel values "
+                                 f"overflow (largest |value| {big:.3g}); scale the features "
+                                 f"as the training rows were")
             dec = block @ self.w[:m]
             if self.bias >= 0:
                 dec += self.bias * self.w[m]

@@ -193,6 +193,17 @@ def test_rows_near_the_float_limit_get_finite_decision_values(options):
     assert np.isfinite(np.asarray(values)).all(), values
 
 
+def test_a_kernel_that_overflows_on_a_test_row_is_a_clear_error():
+    """A polynomial kernel of a row near the float limit is inf, and sums of infinite
+    kernel values are NaN: an error naming the row, not a NaN decision value."""
+    rng = np.random.default_rng(0)
+    X = rng.random((60, 3))
+    m = train((X[:, 0] > 0.5).astype(float), X, "-s 1 -t 1 -X 5 -q")
+    with pytest.raises(ValueError, match=r"^x: row 2: its polynomial kernel values overflow "
+                                         r"\(largest \|value\| 1e\+300\); scale"):
+        predict([1, 1], [{1: 0.5}, {1: 1e300}], m, "-q")
+
+
 def test_cli_writes_no_model_file_when_training_refuses(tmp_path):
     y, X = _huge_problem()
     data = tmp_path / "huge.train"
