@@ -255,9 +255,12 @@ def _platt(dec: np.ndarray, target: np.ndarray):
 
 
 def _sigmoid(dec, A, B):
+    """``1 / (1 + exp(A f + B))`` without overflow: ``e = exp(-|z|)`` is at most 1, and
+    each side of the ``where`` is the form that is exact on its side (the same
+    numbers as ``exp(-z) / (1 + exp(-z))`` for z >= 0 and ``1 / (1 + exp(z))`` below)."""
     z = dec * A + B
-    with np.errstate(over="ignore"):
-        return np.where(z >= 0, np.exp(-z) / (1.0 + np.exp(-z)), 1.0 / (1.0 + np.exp(z)))
+    e = np.exp(-np.abs(z))
+    return np.where(z >= 0, e / (1.0 + e), 1.0 / (1.0 + e))
 
 
 # ------------------------------------------------------------------------ the base
