@@ -518,7 +518,9 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
     i = 0
     while i < len(argv):
         tok = argv[i]
-        if tok.startswith("-w") and tok not in _TRAIN_BY_FLAG:
+        # -w<label>: "-wi" is the option table's name for the family, not an option
+        # (a literal "-wi" has the label "i", which is not an integer)
+        if tok.startswith("-w"):
             label_text = tok[2:]
             try:
                 label = int(label_text)

@@ -2,6 +2,8 @@
 typed per-method parameters filled from the same letters."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,12 @@ def test_a_model_file_names_its_method(tmp_path, options, name):
     path = tmp_path / "m"
     save_model(str(path), train(Y, X, options + " -q"))
     assert method_of(load_model_file(path)).name == name
+
+
+@pytest.mark.parametrize("token", ["-wi", "-w", "-wx", "-w1.5"])
+def test_weight_options_need_an_integer_label(token):
+    """-w<label> weight: the option table's "-wi" names the family; a literal -wi (label
+    "i") used to set the weights to a number and fail later with a TypeError."""
+    with pytest.raises(ValueError, match=rf"option {re.escape(token)}: class label .* is not "
+                                         rf"an integer"):
+        check_parameter(parse_train_options(f"{token} 0"))
