@@ -148,6 +148,7 @@ def _huge_problem():
     return (np.arange(40) % 2).astype(float), X
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 @pytest.mark.parametrize("options,block", [
     ("-s 7", "w"),                          # dual logistic regression: w was nan
     ("-s 1 -L 2 -A 4 -k 2", "anchors"),     # anchors that are such rows: a file that
@@ -163,12 +164,14 @@ def test_training_refuses_a_model_it_could_not_keep(options, block):
         train(y, X, options + " -q")
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 def test_a_failed_linear_algebra_step_names_the_method_and_the_remedy():
     y, X = _huge_problem()
     with pytest.raises(ValueError, match=r"^occ .*linear-algebra step failed .*1e\+300: scale"):
         train(y, X, "-s 1 -L 4 -A 2 -q")
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 @pytest.mark.parametrize("options", ["-s 0", "-s 1", "-s 40 -k 1 -Q 2", "-s 1 -t 2 -X 5"])
 def test_solvers_that_cope_with_huge_values_still_train(options, tmp_path):
     y, X = _huge_problem()
@@ -177,6 +180,7 @@ def test_solvers_that_cope_with_huge_values_still_train(options, tmp_path):
     assert np.isfinite(predict(y, X, load_model(str(tmp_path / "m")), "-q")[2]).all()
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 @pytest.mark.parametrize("options", ["-s 1", "-s 1 -L 1 -A 4 -k 2", "-s 1 -L 2 -A 4 -k 2",
                                      "-s 1 -L 6 -A 4 -k 2", "-s 33 -L 2 -A 4 -k 2",
                                      "-s 1 -L 3 -A 4", "-s 1 -L 4 -A 2", "-s 40 -k 1 -Q 2",
@@ -193,6 +197,7 @@ def test_rows_near_the_float_limit_get_finite_decision_values(options):
     assert np.isfinite(np.asarray(values)).all(), values
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
 def test_a_kernel_that_overflows_on_a_test_row_is_a_clear_error():
     """A polynomial kernel of a row near the float limit is inf, and sums of infinite
     kernel values are NaN: an error naming the row, not a NaN decision value."""
