@@ -157,9 +157,26 @@ class Model(abc.ABC):
             return 1
         return self.nr_class
 
+    def decision_values(self, rows: Rows, **options) -> np.ndarray:
+        """Decision values ``(n_rows, nr_w)`` of validated rows (``options``: the
+        model's own, e.g. ``n_threads``).  Never NaN: a row whose values overflow to
+        inf - inf (finite values near the float limit, against weights of both signs)
+        is a ValueError that names it; a single overflowing score stays +-inf, as
+        LIBLINEAR's."""
+        values = self._decision_values(rows, **options)
+        bad = np.isnan(values)
+        if bad.any():
+            i = int(np.flatnonzero(bad.any(axis=1))[0])
+            row = rows.take(np.array([i]))
+            big = float(np.max(np.abs(row.data))) if row.data.size else 0.0
+            raise ValueError(f"x: row {i + 1}: its decision values overflow to NaN (largest "
+                             f"|value| {big:.3g}); scale the features as the training rows "
+                             f"were")
+        return values
+
     @abc.abstractmethod
-    def decision_values(self, rows: Rows) -> np.ndarray:
-        """Decision values ``(n_rows, nr_w)`` of validated rows."""
+    def _decision_values(self, rows: Rows, **options) -> np.ndarray:
+        """The model's decision values (:meth:`decision_values` checks them)."""
 
     def labels_from_values(self, dec: np.ndarray) -> np.ndarray:
         """LIBLINEAR's predict_values rule, vectorised over rows."""
@@ -250,7 +267,7 @@ class LinearModel(Model):
     def w_size(self) -> int:
         return self.w.shape[0]
 
-    def decision_values(self, rows: Rows) -> np.ndarray:
+    def _decision_values(self, rows: Rows) -> np.ndarray:
         out = np.empty((rows.n_rows, self.nr_w), dtype=np.float64)
         linear_decision_values(rows.data, rows.indices, rows.indptr, self.w,
                                self.nr_feature, self.bias, out)

@@ -117,7 +117,7 @@ class LocalModel(Model):
             rows = self.kernel_map(rows)
         return rows
 
-    def decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
+    def _decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
         """Decision values ``(n_rows, nr_w)``; coding and the local dot products
         run in ``n_threads`` threads over row ranges."""
         rows = self.transform(rows)

@@ -376,7 +376,7 @@ class KernelExpansionModel(Model):
     def n_points(self) -> int:
         return self.points.shape[0]
 
-    def decision_values(self, rows: Rows) -> np.ndarray:
+    def _decision_values(self, rows: Rows) -> np.ndarray:
         m = self.n_points
         out = np.empty((rows.n_rows, self.nr_w))
         for start in range(0, rows.n_rows, PREDICT_BATCH):

@@ -424,15 +424,15 @@ class KQModel(Model):
         return class_scores(X, self.metrics[restart], self.nr_class, self.k, self.q,
                             None if self.centres is None else self.centres[restart])
 
-    def decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
+    def _decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
         """One restart: the class scores.  Several: the votes of the restarts plus
         ``s / (1 + s)`` of the mean class score s (in [0, 1), so it only breaks ties;
         affine flats, whose scores s are <= 0: ``exp(s) / 2``).
         ``n_threads`` caps the BLAS threads (see :func:`blas_threads`)."""
         with blas_threads(n_threads):
-            return self._decision_values(self.preprocess.transform(rows))
+            return self._values_of(self.preprocess.transform(rows))
 
-    def _decision_values(self, X: np.ndarray) -> np.ndarray:
+    def _values_of(self, X: np.ndarray) -> np.ndarray:
         if self.n_restarts == 1:
             return self.class_scores(X)
         votes = np.zeros((X.shape[0], self.nr_class))
@@ -848,7 +848,7 @@ def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
         cand = params.replaced(n_neighbors=int(k), kq_dim=int(q), kq_mu1=float(mu1),
                      kq_mu2=float(mu2), kq_affine=int(affine), kq_select=0, kq_restarts=1)
         model = train_kq_model(y[:n_train], train_rows, cand, Messages(True))
-        pred = model.labels_from_values(model.decision_values(val_rows, cand.n_threads))
+        pred = model.labels_from_values(model.decision_values(val_rows, n_threads=cand.n_threads))
         error = 100.0 * float(np.mean(pred != y[n_train:]))
         table.append(dict(k=int(k), q=int(q), mu1=float(mu1), mu2=float(mu2),
                           affine=int(affine), error=error))

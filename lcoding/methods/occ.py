@@ -255,7 +255,7 @@ class OCCModel(Model):
             maps = (P, np.ascontiguousarray(Wx), np.ascontiguousarray(pb), extra)
         return maps
 
-    def decision_values(self, rows: Rows, n_threads: int = 1, batch: int = CODE_BATCH) -> np.ndarray:
+    def _decision_values(self, rows: Rows, n_threads: int = 1, batch: int = CODE_BATCH) -> np.ndarray:
         """``(n, nr_w)`` decision values.  Per row batch: one BLAS product codes the
         batch for every coding at once (all classes of C-OCC), one more gives the
         plane responses ``w_{c,j} . x`` of every class and plane; the rest is

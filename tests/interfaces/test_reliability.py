@@ -209,6 +209,23 @@ def test_a_kernel_that_overflows_on_a_test_row_is_a_clear_error():
         predict([1, 1], [{1: 0.5}, {1: 1e300}], m, "-q")
 
 
+@pytest.mark.filterwarnings("ignore:overflow:RuntimeWarning", "ignore:invalid value:RuntimeWarning")
+def test_decision_values_that_overflow_to_nan_are_a_clear_error():
+    """Anchor planes' plane responses to a row of 1e308 features sum to inf - inf:
+    every model's decision_values names the row instead of returning NaN.  A single
+    overflowing score stays +-inf, as in LIBLINEAR (the linear model on the same row)."""
+    rng = np.random.default_rng(1)
+    X = rng.random((60, 4))
+    y = np.floor(X[:, 0] * 3)
+    far = {1: 1e308, 2: 1e308}
+    planes = train(y, X, "-s 1 -L 4 -A 2 -B 1 -q")
+    with pytest.raises(ValueError, match=r"^x: row 2: its decision values overflow to NaN "
+                                         r"\(largest \|value\| 1e\+308\); scale"):
+        predict([1, 1], [{1: 0.5}, far], planes, "-q")
+    _, _, values = predict([1], [far], train(y, X, "-s 1 -B 1 -q"), "-q")
+    assert np.isinf(values).any() and not np.isnan(values).any()
+
+
 def test_cli_writes_no_model_file_when_training_refuses(tmp_path):
     y, X = _huge_problem()
     data = tmp_path / "huge.train"
