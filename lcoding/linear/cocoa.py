@@ -63,7 +63,8 @@ def loss_terms(C: np.ndarray, loss: str):
     ``(1 / (2 C), inf)``, L1 loss ``(0, C)``."""
     C = np.asarray(C, dtype=np.float64)
     if loss == "l2":
-        return 0.5 / C, np.full(C.shape[0], np.inf)
+        with np.errstate(divide="ignore"):      # a class weight of 0: inf, as in LIBLINEAR
+            return 0.5 / C, np.full(C.shape[0], np.inf)
     if loss == "l1":
         return np.zeros(C.shape[0]), C.copy()
     raise ValueError(f"unknown loss {loss!r}")
@@ -284,8 +285,16 @@ def add_updates(W: np.ndarray, updates) -> None:
 
 
 def dual_objective(W: np.ndarray, alpha: np.ndarray, diag: np.ndarray) -> float:
-    """LIBLINEAR's printed objective of the dual, ``(W.W + alpha.(D alpha - 2)) / 2``."""
-    return 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
+    """LIBLINEAR's printed objective of the dual, ``(W.W + alpha.(D alpha - 2)) / 2``,
+    with ``alpha_i^2 D_ii = 0`` where ``alpha_i = 0``: rows of a class weight 0 have
+    ``D_ii = inf`` and stay at 0 (LIBLINEAR's 0 * inf would make the duality gap NaN
+    and the gap check fail for good)."""
+    with np.errstate(invalid="ignore"):
+        value = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
+    if np.isfinite(value) or np.isfinite(diag).all():
+        return value
+    moving = alpha != 0.0
+    return 0.5 * (float(W @ W) + float(np.dot(alpha[moving], alpha[moving] * diag[moving] - 2.0)))
 
 
 # ------------------------------------------------------------ thread driver

@@ -38,7 +38,8 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     y = np.ascontiguousarray(prob.y, dtype=np.int8)
     C = prob.per_row_C()
     if loss == "l2":
-        diag = 0.5 / C
+        with np.errstate(divide="ignore"):
+            diag = 0.5 / C          # a class weight of 0 (-w<label> 0): inf, as in LIBLINEAR
         upper = np.full(n, np.inf)
     elif loss == "l1":
         diag = np.zeros(n)
@@ -88,7 +89,8 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
         PGmax_old = PGmax_new if PGmax_new > 0 else np.inf
         PGmin_old = PGmin_new if PGmin_new < 0 else -np.inf
     info(f"\noptimization finished, #iter = {it}\n")
-    objective = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
+    with np.errstate(invalid="ignore"):       # 0 * inf of a weight-0 class: nan, as LIBLINEAR prints
+        objective = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
     info(f"Objective value = {objective:f}\n")
     info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
     return SolveResult(W, it, objective, alpha)

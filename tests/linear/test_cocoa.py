@@ -267,3 +267,22 @@ def test_m2_hands_a_lagging_coded_problem_to_newton(shared_data):
     assert abs(p2 - p1) <= 1e-3 * p1, (p1, p2)
     again, _ = _fit(y, rows, options + " -m 2")
     np.testing.assert_array_equal(again.w, m2.w)
+
+
+@pytest.mark.filterwarnings("error::RuntimeWarning")
+@pytest.mark.parametrize("options", ["-s 1 -w1 0 -B 1", "-s 1 -L 2 -A 30 -k 4 -u 0.5 -w1 0 -B 1"])
+def test_a_class_weight_of_0_keeps_the_gap_certificate(ijcnn1_sub, options):
+    """-w<label> 0: that class's rows have D_ii = inf and stay at alpha = 0.  LIBLINEAR's
+    dual objective makes that 0 * inf = NaN; CoCoA+'s duality gap leaves them out, so
+    -m 2 still stops by its gap rule instead of running to the round cap -- and
+    without numpy's warnings."""
+    y, rows, _, _ = ijcnn1_sub
+    label = int(y.max())
+    options = options.replace("-w1", f"-w{label}")
+    m1, _ = _fit(y, rows, options + " -m 1")
+    m2, out = _fit(y, rows, options + " -m 2")
+    assert "CoCoA+ stopped: iteration cap" not in out and "CoCoA+ stopped" in out, out[-300:]
+    assert np.isfinite(m2.w).all()
+    # a class that weighs nothing: every training row is predicted as the other class
+    assert (m1.labels_from_values(m1.decision_values(rows)) != label).all()
+    assert (m2.labels_from_values(m2.decision_values(rows)) != label).all()
