@@ -154,10 +154,6 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         lambda: method.train(y, rows, params, info, seed_path=seed_path, sample_weight=sw)))
 
 
-def _largest(rows: Rows) -> float:
-    return float(np.max(np.abs(rows.data))) if rows.data.size else 0.0
-
-
 def _checked(method: Method, rows: Rows, train) -> Model:
     """``train()``'s model after :func:`~lcoding.core.model.check_trained`; a failed
     linear-algebra step (an SVD or eigensolver that did not converge on extreme
@@ -166,9 +162,9 @@ def _checked(method: Method, rows: Rows, train) -> Model:
         model = train()
     except np.linalg.LinAlgError as err:
         raise ValueError(f"{method.name} ({method.title}): a linear-algebra step failed "
-                         f"({err}); the largest |value| in x is {_largest(rows):.3g}: scale "
+                         f"({err}); the largest |value| in x is {rows.largest_magnitude():.3g}: scale "
                          f"the features (e.g. to [-1, 1])") from err
-    return check_trained(model, lambda: _largest(rows))
+    return check_trained(model, rows.largest_magnitude)
 
 
 # lcoding's options that every method reads

@@ -86,6 +86,14 @@ def check_block(key: str, block: np.ndarray) -> np.ndarray:
     return block
 
 
+def overflow_error(rows: Rows, i: int, what: str, first_row: int = 0) -> ValueError:
+    """The error for row ``i`` of ``rows`` (reported as row ``first_row + i + 1``)
+    whose ``what`` went past the float range at prediction."""
+    return ValueError(f"x: row {first_row + i + 1}: its {what} (largest |value| "
+                      f"{rows.largest_magnitude(i):.3g}); scale the features as the training "
+                      f"rows were")
+
+
 def model_blocks(model: "Model") -> list:
     """``(name, array)`` of every number a model holds besides its header fields:
     its file blocks (lcoding's models), LIBLINEAR's ``w`` (linear models) and the
@@ -101,16 +109,16 @@ def check_trained(model: "Model", largest_input=None) -> "Model":
     """Training's last step: every number of ``model`` checked as the model-file
     loader checks it (finite, at most ``VALUE_LIMIT`` in magnitude), so that no
     training returns a model that predicts NaN or writes a file that will not load.
-    ``largest_input`` (a float, or a callable giving it; optional) is the largest
-    magnitude in the training rows, named in the message: values near the top of the
+    ``largest_input`` (optional; called only on failure) gives the largest magnitude
+    in the training rows, named in the message: values near the top of the
     float range make the solvers' squared norms and distances overflow (dual logistic
     regression on a row holding 1e300, or anchors that are such rows)."""
     for key, block in model_blocks(model):
         try:
             check_block(key, block)
         except ModelFieldError as err:
-            big = largest_input() if callable(largest_input) else largest_input
-            scale = "" if big is None else f"the largest |value| in x is {big:.3g}: "
+            scale = "" if largest_input is None else \
+                f"the largest |value| in x is {largest_input():.3g}: "
             raise ValueError(f"training produced a model it cannot keep ({err}); "
                              f"{scale}scale the features (e.g. to [-1, 1]) or lower -c"
                              ) from None
@@ -166,12 +174,8 @@ class Model(abc.ABC):
         values = self._decision_values(rows, **options)
         bad = np.isnan(values)
         if bad.any():
-            i = int(np.flatnonzero(bad.any(axis=1))[0])
-            row = rows.take(np.array([i]))
-            big = float(np.max(np.abs(row.data))) if row.data.size else 0.0
-            raise ValueError(f"x: row {i + 1}: its decision values overflow to NaN (largest "
-                             f"|value| {big:.3g}); scale the features as the training rows "
-                             f"were")
+            raise overflow_error(rows, int(np.flatnonzero(bad.any(axis=1))[0]),
+                                 "decision values overflow to NaN")
         return values
 
     @abc.abstractmethod

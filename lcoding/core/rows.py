@@ -54,6 +54,13 @@ class Rows:
         offsets = np.repeat(starts - indptr[:-1], lengths) + np.arange(total, dtype=np.int64)
         return Rows(self.data[offsets], self.indices[offsets], indptr, self.n_features)
 
+    def largest_magnitude(self, row: int | None = None) -> float:
+        """The largest ``|value|`` of one row (``row``) or of all rows: 0 for none.
+        Named in the messages about values too large for the solvers."""
+        data = self.data if row is None else \
+            self.data[int(self.indptr[row]):int(self.indptr[row + 1])]
+        return float(np.max(np.abs(data))) if data.size else 0.0
+
     def truncated(self, n_features: int) -> "Rows":
         """Drop columns >= n_features (LIBLINEAR ignores unseen test features)."""
         if n_features >= self.n_features:

@@ -381,14 +381,14 @@ def local_decision_values(
         x_data = &X_data[0]
         x_indices = &X_indices[0]
     import numpy as np
+    for i in range(row_start, row_stop):
+        for j in range(k):
+            a = anchor_idx[i, j]
+            if a < 0 or a >= n_anchors:
+                raise ValueError(f"local_decision_values: anchor index {a} out of range")
     if by_row < 0:
         by_row = nr_w == 1
     if by_row:
-        for i in range(row_start, row_stop):
-            for j in range(k):
-                a = anchor_idx[i, j]
-                if a < 0 or a >= n_anchors:
-                    raise ValueError(f"local_decision_values: anchor index {a} out of range")
         return _by_row(x_data, x_indices, X_indptr, anchor_idx, coding_weight, W, nr_feature,
                        bias, out, row_start, row_stop)
     cdef Py_ssize_t[::1] start = np.zeros(n_anchors + 1, dtype=np.intp)
@@ -396,11 +396,6 @@ def local_decision_values(
     cdef double[::1] bucket_wt = np.empty(max(n_rows * k, 1), dtype=np.float64)
     cdef Py_ssize_t width = lcoding_local_dot_width(nr_w)
     cdef double[::1] wpad = np.empty(max(stride * width, 1), dtype=np.float64)
-    for i in range(row_start, row_stop):
-        for j in range(k):
-            a = anchor_idx[i, j]
-            if a < 0 or a >= n_anchors:
-                raise ValueError(f"local_decision_values: anchor index {a} out of range")
     with nogil:
         for i in range(row_start, row_stop):
             for c in range(nr_w):

@@ -47,7 +47,7 @@ import scipy.linalg
 from lcoding.methods import _kernel_svm, _kernels
 from lcoding.core.rows import Rows, as_labels, as_rows, rows_from_dense
 from lcoding.core.model import (LINEAR_SOLVER_TYPES, LinearModel, Model, ModelFieldError,
-                                check_count, check_number)
+                                check_count, check_number, overflow_error)
 from lcoding.core.options import JOINT_SOLVERS, SolverType, TrainParams, parse_train_options
 from lcoding.core.messages import Messages, event
 from lcoding.core.classes import class_costs, group_classes
@@ -387,12 +387,8 @@ class KernelExpansionModel(Model):
             if bad.any():
                 # a polynomial or linear kernel of a row near the float limit: sums of
                 # its infinite kernel values would be inf - inf = NaN
-                i = int(np.flatnonzero(bad)[0])
-                row = part.take(np.array([i]))
-                big = float(np.max(np.abs(row.data))) if row.data.size else 0.0
-                raise ValueError(f"x: row {start + i + 1}: its {self.kernel.name} kernel values "
-                                 f"overflow (largest |value| {big:.3g}); scale the features "
-                                 f"as the training rows were")
+                raise overflow_error(part, int(np.flatnonzero(bad)[0]),
+                                     f"{self.kernel.name} kernel values overflow", start)
             dec = block @ self.w[:m]
             if self.bias >= 0:
                 dec += self.bias * self.w[m]
