@@ -57,7 +57,7 @@ from lcoding.core.model import Model
 from lcoding.core.options import check_search_parameter, float_text, parse_train_options
 from lcoding.core.rows import Rows, as_labels, as_rows
 from lcoding.core.seeds import PURPOSE_SELECT, rng_state
-from lcoding.core.threads import map_threads
+from lcoding.core.threads import blas_for_training, map_threads
 from lcoding.local.anchors import dense_rows
 from lcoding.methods.defaults import llsvm_default_options
 from lcoding.methods.local_search import coding_scale, find_local_parameters
@@ -309,7 +309,9 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # n_threads > 1: the rung's candidates run side by side, each on one thread (the
         # kernels release the GIL); the trials are the same, in the same order
         results = []
-        for c, trial in zip(survivors, map_threads(evaluate, survivors, n_threads)):
+        with blas_for_training(n_threads):     # the trials' own BLAS on one thread each
+            rung_trials = map_threads(evaluate, survivors, n_threads)
+        for c, trial in zip(survivors, rung_trials):
             trials.append(trial)
             if trial.cv_error is not None:
                 results.append((trial.cv_error, c))

@@ -35,7 +35,7 @@ from lcoding.core.params import (KernelParams, KQParams, LinearParams, LLCJointP
                                  LLSVMParams, OCCParams)
 from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_CV, rng_state
-from lcoding.core.threads import run_interruptible
+from lcoding.core.threads import blas_for_training, run_interruptible
 from lcoding.io import model_files
 from lcoding.local.model import FILE_TAGS as LOCAL_FILE_TAGS
 from lcoding.local.model import LocalModel
@@ -56,6 +56,10 @@ class Method:
     train: Callable[..., Model]
     model_class: type
     file_tags: tuple
+    # whether -m runs threads of the method's own (then BLAS gets one thread for the
+    # whole training, core.threads.blas_for_training); the kernel PCA map's dense
+    # steps are BLAS's, which keeps its own threads
+    own_threads: bool = True
 
 
 METHODS = (
@@ -63,7 +67,8 @@ METHODS = (
            KernelParams,
            ("-t", "-d", "-g", "-r", "-H", "-J", "-N", "-Y", "-X"),
            invariant.uses_kernel_options, invariant.check_kernel_params,
-           invariant.train_kernel_model, invariant.KernelExpansionModel, invariant.FILE_TAGS),
+           invariant.train_kernel_model, invariant.KernelExpansionModel, invariant.FILE_TAGS,
+           own_threads=False),
     Method("kq", "discriminative k q-metrics / k q-flats (Szlam & Sapiro 2009)",
            KQParams,
            ("-k", "-Q", "-U", "-V", "-D", "-i", "-o", "-G", "-F", "-l", "-Z", "-W", "-y", "-x",
@@ -135,8 +140,9 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
                  f"{' '.join(ignored)} (not used by this method)\n")
     if sample_weight is None:
         # in a worker thread, so that Ctrl-C stops it within a pass (core/threads.py)
-        return _checked(method, rows, lambda: run_interruptible(
-            lambda: method.train(y, rows, params, info, seed_path=seed_path)))
+        with blas_for_training(params.n_threads if method.own_threads else 1):
+            return _checked(method, rows, lambda: run_interruptible(
+                lambda: method.train(y, rows, params, info, seed_path=seed_path)))
     sw = np.ascontiguousarray(sample_weight, dtype=np.float64).reshape(-1)
     if sw.shape[0] != rows.n_rows:
         raise ValueError(f"sample_weight has {sw.shape[0]} values for {rows.n_rows} instances")
@@ -150,8 +156,9 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         raise ValueError("sample_weight: every weight is 0; no instances to train on")
     if keep.size < rows.n_rows:
         y, rows, sw = y[keep], rows.take(keep), sw[keep]
-    return _checked(method, rows, lambda: run_interruptible(
-        lambda: method.train(y, rows, params, info, seed_path=seed_path, sample_weight=sw)))
+    with blas_for_training(params.n_threads if method.own_threads else 1):
+        return _checked(method, rows, lambda: run_interruptible(
+            lambda: method.train(y, rows, params, info, seed_path=seed_path, sample_weight=sw)))
 
 
 def _checked(method: Method, rows: Rows, train) -> Model:

@@ -60,6 +60,21 @@ def single_threaded_blas(n_rows: int | None = None):
     return blas_threads(1)
 
 
+def blas_for_training(n_threads: int):
+    """Context for a whole training (or a search) with ``-m n_threads``: BLAS on one
+    thread when lcoding runs its own threads (``n_threads > 1``), else BLAS's default.
+
+    One BLAS thread inside lcoding's thread pools is not enough: OpenBLAS's workers
+    keep spinning for about 0.1 s after every threaded call, and a threaded call
+    *between* the pools (a solver's dual objective over 50 000 rows, the previous
+    training's last steps) left them on the core the next pool needed.  Measured
+    without ``OPENBLAS_NUM_THREADS=1``, back-to-back ``-m 2`` trainings of ijcnn1's
+    LL-SVM ``-s 1 -L 2 -A 100 -k 8``: 0.215-0.220 s a training, 0.169-0.187 s under
+    this context.  The k q-metrics' large dense steps ask for ``n_threads`` BLAS
+    threads inside it (a nested limit)."""
+    return blas_threads(1) if int(n_threads) > 1 else contextlib.nullcontext()
+
+
 CODE_BLOCK = 256   # rows per distance block; thread ranges start at multiples of it
 
 

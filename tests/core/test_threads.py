@@ -185,3 +185,48 @@ def test_thread_team_stops_on_keyboard_interrupt(n_threads):
     assert outcomes and set(outcomes) == {"stopped"}
     assert not stop_requested() and STOP_FLAG[0] == 0
     assert threads._busy_workers == 0
+
+
+class _BlasThreadsSeen:
+    """A Messages stream that records BLAS's thread limit whenever training writes."""
+
+    def __init__(self, controller):
+        self.controller = controller
+        self.seen = set()
+
+    def write(self, text):
+        for lib in self.controller.info():
+            if lib["user_api"] == "blas":
+                self.seen.add(lib["num_threads"])
+
+    def flush(self):
+        pass
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_training_with_threads_runs_blas_on_one_thread(n_threads):
+    """-m N > 1: the whole training runs with one BLAS thread (threads.blas_for_training:
+    OpenBLAS's spinning workers would take the cores lcoding's threads need); -m 1
+    leaves BLAS's own count."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    from lcoding.core.messages import Messages
+    from lcoding.core.options import parse_train_options
+    from lcoding.core.rows import as_rows
+    from lcoding.training import train_model
+    controller = threads._blas_controller()
+
+    def blas_threads_now():
+        return {lib["num_threads"] for lib in controller.info() if lib["user_api"] == "blas"}
+
+    if not blas_threads_now():
+        pytest.skip("no BLAS library found by threadpoolctl")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    stream = _BlasThreadsSeen(controller)
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        before = blas_threads_now()
+        train_model(y, as_rows(X), parse_train_options(f"-s 1 -L 2 -A 8 -k 3 -m {n_threads}"),
+                    Messages(False, stream))
+        assert blas_threads_now() == before          # restored after training
+    assert stream.seen == ({1} if n_threads > 1 else before)
