@@ -182,20 +182,22 @@ def test_the_first_rung_has_rows_for_every_class():
     assert sel._rung_sizes(16000, 30, 2)[0] == max(sel.MIN_ROWS, 16000 // 9)
 
 
-def test_a_rung_that_does_not_fit_runs_its_best_candidates(monkeypatch):
-    """When the budget cannot hold a whole rung, the rung runs its best-ranked
-    survivors that fit (a fake clock: a cross-validation costs 1 s per 100 rows)."""
+def _select_with_fake_cv(monkeypatch, n, cands, error_percent, budget_s, seconds=None):
+    """select() over ``cands`` on ``n`` random rows with a fake cross-validation: a
+    trial's CV error is ``error_percent(C, rows)`` per cent; with ``seconds(C, rows)``,
+    a fake clock advances by that much per trial."""
     import types
     clock = [0.0]
-    monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    if seconds is not None:
+        monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(900, 2))
+    X = rng.normal(size=(n, 2))
     y = (X[:, 0] > 0).astype(float)
-    cands = [f"-s 2 -B 1 -c {c}" for c in (1, 2, 3, 4, 5, 6, 7, 8, 9)]
 
     def fake_cv(sub_y, sub_rows, params, nr_fold):
-        clock[0] += sub_rows.n_rows / 100
-        wrong = int(sub_y.size * abs(params.C - 3.0) / 20)     # C = 3 is best, then 2 and 4
+        if seconds is not None:
+            clock[0] += seconds(params.C, sub_rows.n_rows)
+        wrong = int(round(sub_y.size * error_percent(params.C, sub_rows.n_rows) / 100))
         out = sub_y.copy()
         out[:wrong] = 1.0 - out[:wrong]
         return out
@@ -203,14 +205,89 @@ def test_a_rung_that_does_not_fit_runs_its_best_candidates(monkeypatch):
     monkeypatch.setattr(sel, "MIN_ROWS", 100)
     monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
     monkeypatch.setattr(sel, "cross_validation", fake_cv)
+    return sel.select(y, X, budget_s=budget_s, seed=1, candidates=cands, refit=False,
+                      refine_C=False)
+
+
+def _select_on_a_fake_clock(monkeypatch, budget_s, dear=None):
+    """``-c 1 .. 9`` on 900 rows: a trial costs 1 s per 100 rows (10 s for ``C =
+    dear``); C = 3 is the best, then 2 and 4."""
+    return _select_with_fake_cv(
+        monkeypatch, 900, [f"-s 2 -B 1 -c {c}" for c in range(1, 10)],
+        lambda C, rows: 5 * abs(C - 3.0), budget_s,
+        seconds=lambda C, rows: rows / 100 * (10 if C == dear else 1))
+
+
+def test_a_rung_that_does_not_fit_runs_its_best_candidates(monkeypatch):
+    """When the budget cannot hold a whole rung, the rung runs its best-ranked
+    survivors that fit."""
     # rung 0: 9 x 300 rows = 27 s; rung 1 (3 x 900 rows) predicted 1.5 x 27 s = 40.5 s
-    result = sel.select(y, X, budget_s=55, seed=1, candidates=cands, refit=False,
-                        refine_C=False)
+    result = _select_on_a_fake_clock(monkeypatch, 55)
     rung1 = [t for t in result.trials if t.rung == 1]
     assert [t.options for t in rung1] == ["-s 2 -B 1 -c 3", "-s 2 -B 1 -c 2"]
     assert all(t.n_rows == 900 for t in rung1)
-    assert "ran the best 2 of its 3 candidates" in result.note
+    assert "ran the best 2 of its 3 candidates that fit" in result.note
     assert result.best_options == "-s 2 -B 1 -c 3"
+
+
+def test_a_partial_rung_passes_over_a_dear_candidate_for_cheaper_ones(monkeypatch):
+    """The best-ranked candidate whose predicted cost does not fit is passed over; the
+    cheaper ones ranked after it run (C = 3, the best, costs ten times the others)."""
+    # rung 0: 8 x 3 s + 30 s = 54 s; rung 1 predicted: C = 3 4.5 x 30 s, C = 2, 4 13.5 s
+    result = _select_on_a_fake_clock(monkeypatch, 100, dear=3.0)
+    rung1 = [t.options for t in result.trials if t.rung == 1]
+    assert rung1 == ["-s 2 -B 1 -c 2", "-s 2 -B 1 -c 4"]
+    assert "ran the best 2 of its 3 candidates that fit" in result.note
+    assert result.best_options == "-s 2 -B 1 -c 2"
+
+
+def test_curve_error_extrapolates_the_last_two_rungs():
+    """The power law through a candidate's last two rungs, its exponent in [0, 1/2]."""
+    assert sel.curve_error(None, (900, 8.0), 2700) == 8.0           # no curve yet
+    assert sel.curve_error((300, 8.0), (900, 8.0), 900) == 8.0      # no extrapolation
+    # 12 % -> 8 % over 3x the rows (slope log 1.5 / log 3): the same factor once more
+    assert sel.curve_error((300, 12.0), (900, 8.0), 2700) == pytest.approx(8.0 / 1.5)
+    # a steeper fall is clipped to n^-1/2; a rise counts as flat; a zero stays put
+    assert sel.curve_error((300, 40.0), (900, 8.0), 2700) == pytest.approx(8.0 / 3 ** 0.5)
+    assert sel.curve_error((300, 6.0), (900, 8.0), 2700) == 8.0
+    assert sel.curve_error((300, 6.0), (900, 0.0), 2700) == 0.0
+    assert sel.curve_error((300, 0.0), (900, 5.0), 2700) == 5.0
+
+
+def test_the_curve_adds_survivors_and_never_drops_one():
+    """magic04's second rung (4226 rows), four go on: the best four by their error
+    and the best four by their curve, the better of the two places first."""
+    results = sorted([(13.82, 14.01, "rbf -c 10"), (14.10, 14.22, "rbf -c 1"),
+                      (14.20, 14.20, "planes"), (14.25, 15.45, "hellinger"),
+                      (14.51, 14.51, "rbf -c 100"), (14.45, 15.59, "gaussian"),
+                      (15.33, 15.33, "rbf g4 -c 10")])
+    assert sel._survivors(results, 4) == ["rbf -c 10", "rbf -c 1", "planes", "hellinger",
+                                          "rbf -c 100"]
+    # without curves (the first rung) the expected errors are the errors themselves
+    flat = sorted((e, e, c) for _, e, c in results)
+    assert sel._survivors(flat, 2) == ["rbf -c 10", "planes"]
+
+
+def test_a_candidate_that_learns_faster_survives_a_subsample_rung(monkeypatch):
+    """Ranked by its subsample error, the candidate whose error falls fastest with
+    the rows would leave at the second rung; its learning curve keeps it, and it wins
+    on all rows (a fake cross-validation with set error rates)."""
+    # C -> CV error % on 300, 900 and 2700 rows: C = 1 learns slowly, C = 2 fast,
+    # C = 3, 4 are flat, the others poor
+    rates = {1: (10.0, 8.0, 7.5), 2: (14.0, 8.8, 4.0), 3: (9.0, 8.5, 8.3), 4: (9.0, 8.5, 8.3)}
+    result = _select_with_fake_cv(
+        monkeypatch, 2700, [f"-s 2 -B 1 -c {c}" for c in range(1, 11)],
+        lambda C, rows: rates.get(int(C), (20.0,) * 3)[{300: 0, 900: 1, 2700: 2}[rows]], 600)
+    by_rung = {r: [t.options for t in result.trials if t.rung == r] for r in (0, 1, 2)}
+    assert sorted(by_rung[1]) == sorted(f"-s 2 -B 1 -c {c}" for c in (1, 2, 3, 4))
+    # 8.8 % at 900 rows is the last of the four, but 14 -> 8.8 % extrapolates to
+    # 5.5 % on 2700 rows, ahead of C = 1 (6.4 %) and C = 3, 4 (8.0 %); the best two
+    # by their error at 900 rows (C = 1, 3) go on as well
+    assert by_rung[2] == ["-s 2 -B 1 -c 2", "-s 2 -B 1 -c 1", "-s 2 -B 1 -c 3"]
+    assert result.best_options == "-s 2 -B 1 -c 2"
+    assert result.cv_error == pytest.approx(4.0, abs=0.05)
+    note = [t.note for t in result.trials if t.rung == 1 and t.options.endswith("-c 2")][0]
+    assert note.startswith("learning curve: 5.5")
 
 
 # -- the option form -C -L auto of train and lcoding-train --------------------------------
