@@ -21,9 +21,10 @@ time budget ``budget_s``:
   :data:`GROWTH` for the superlinear solvers); when it would not fit in what is
   left of the budget, the rung runs only its best-ranked candidates that fit (in
   rank order, passing over a dear one for cheaper ones after it; at least two, else
-  the search stops), and within a rung no candidate starts once the budget is spent.  The winner is the best-ranked candidate of the highest rung
-  run to its end (the first rung's best when none was): on all rows, the lowest CV
-  error; when the budget stopped the schedule earlier, the lowest extrapolated one;
+  the search stops), and within a rung no candidate starts once the budget is
+  spent.  The winner is the best-ranked candidate of the highest rung run to its
+  end (the first rung's best when none was): on all rows, the lowest CV error;
+  when the budget stopped the schedule earlier, the lowest extrapolated one;
 * a budget too small for even one candidate fits the cheapest applicable method
   (the linear SVM) and says so in :attr:`Selection.note`;
 * ``n_threads`` > 1 runs the candidates of a rung side by side (one thread each; the
@@ -214,8 +215,9 @@ def curve_error(prev: tuple | None, last: tuple, n_target: int) -> float:
     favours the models that learn fastest from few rows over those that end lower.
     On ijcnn1 (49 990 rows) the RBF kernel maps (1000 landmarks) led at 16 663 rows
     with 2.01 % against the LL-SVM's 2.30 %, while their errors had fallen from 2.72
-    and 3.85 % at 5554 rows; trained on all rows, the LL-SVM's test error is 1.18 %,
-    the kernel map's 1.25 %.  Extrapolated to 49 990 rows: 1.37 % and 1.49 %."""
+    and 3.85 % at 5554 rows; trained on all rows, the LL-SVM's test error is 1.14 %,
+    the kernel map's 1.25 % (benchmarks/results/auto.md).  Extrapolated to 49 990
+    rows: 1.38 % and 1.49 %."""
     n_last, e_last = last
     if prev is None or n_target <= n_last:
         return e_last
@@ -327,7 +329,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             left = budget_s - elapsed
             # in rank order, every candidate whose predicted cost still fits (a dear
             # one that does not is passed over for cheaper ones ranked after it:
-            # ijcnn1's kernel maps, predicted at 23-34 s each on all rows, and two LL-SVMs at 2-4 s)
+            # ijcnn1's kernel maps, predicted at 23-34 s each on all rows, and two
+            # LL-SVMs at 2-4 s)
             fitting, spent = [], 0.0
             for c in survivors:
                 cost = ETA * GROWTH * last_seconds.get(c, 0.0) / max(1, int(n_threads))
