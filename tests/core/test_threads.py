@@ -33,6 +33,17 @@ def busy(seconds_limit=5.0, outcomes=None):
     return work
 
 
+@pytest.fixture(autouse=True)
+def python_sigint_handler():
+    """Every test here with Python's own SIGINT handler (KeyboardInterrupt): a shell
+    starts background jobs (``cmd &``, nohup) with SIGINT ignored, Python then installs
+    no handler, and the Ctrl-C tests below would wait for an interrupt that never
+    comes."""
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, old)
+
+
 def interrupt_main_after(delay):
     """A real SIGINT to the main thread after ``delay`` seconds (as Ctrl-C delivers it:
     it interrupts the main thread's wait; _thread.interrupt_main would not)."""

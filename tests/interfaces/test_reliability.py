@@ -277,7 +277,10 @@ def test_finite_bias_still_trains(tmp_path):
 
 # ------------------------------------------------------------------- Ctrl-C
 CTRL_C_CHILD = """
-import sys, numpy as np, scipy.sparse as sp
+import signal, sys, numpy as np, scipy.sparse as sp
+# Python's own Ctrl-C handler even when the suite runs as a background job (whose
+# children start with SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 rng = np.random.default_rng(0)
 n, d, nnz = 60000, 784, 150                      # MNIST-size: 60000 x 784, ~19 % dense
 idx = np.sort(rng.integers(0, d, size=(n, nnz)), axis=1)
