@@ -240,3 +240,86 @@ def test_kernel_map_keeps_zeros_and_signs(rng):
     out = KernelMap(2, 1)(as_rows(X)).to_csr().toarray()[0]
     np.testing.assert_array_equal(out[:3], 0.0)
     np.testing.assert_allclose(out[3:6], -out[6:9])
+
+
+# -- the bound of the k nearest (knn_code's anchor_nn) ---------------------------------
+
+def _tied_problem(rng, sparse):
+    """Integer data with many exact ties: repeated rows, anchors repeated and equal
+    to rows, so that equal distances meet at the k-th place."""
+    X = rng.integers(0, 3, size=(700, 6)).astype(float)
+    V = np.vstack([X[:40], X[:40], rng.integers(0, 3, size=(20, 6))]).astype(float)
+    return (sp.csr_matrix(X) if sparse else X), V
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("kind", [INV, GAUSS, LLC])
+@pytest.mark.parametrize("k", [8, 13, 100])
+def test_the_nearby_bound_gives_the_same_codes(rng, sparse, kind, k):
+    """knn_code with any anchor_nn -- the anchors' own nearest, arbitrary ids, one id
+    repeated -- gives the codes of the plain selection bit for bit, ties included."""
+    X, V = _tied_problem(rng, sparse)
+    coder = LocalCoding(kind, V, k, 1.0 if kind != LLC else 10.0)
+    rows = as_rows(X)
+    m = V.shape[0]
+
+    def code(anchor_nn):
+        idx = np.empty((rows.n_rows, k), dtype=np.int32)
+        wt = np.empty((rows.n_rows, k))
+        _knn.knn_code(rows.data, rows.indices, rows.indptr, rows.n_features, coder.anchors,
+                      coder.anchors_t, coder.anchor_sq, coder.anchor_sqdist, coder.kind,
+                      coder.kernel_param, idx, wt, not sparse, False, 256, anchor_nn)
+        return idx, wt
+
+    plain = code(None)
+    ref, _ = brute_knn(rows.to_csr().toarray(), V, k)
+    np.testing.assert_array_equal(plain[0], ref)
+    for anchor_nn in (coder.nearby_anchors(k),
+                      rng.integers(0, m, size=(m, k)).astype(np.int32),
+                      np.zeros((m, k), dtype=np.int32)):
+        bounded = code(np.ascontiguousarray(anchor_nn))
+        np.testing.assert_array_equal(bounded[0], plain[0])
+        np.testing.assert_array_equal(bounded[1], plain[1])
+
+
+def test_local_coding_uses_the_bound_and_codes_alike(rng, monkeypatch):
+    """LocalCoding.code takes the bound from m rows and 8 neighbours on: the same codes
+    as without it."""
+    from lcoding.local import coding
+    X = rng.normal(size=(2000, 5))
+    V = rng.normal(size=(120, 5))
+    coder = LocalCoding(GAUSS, V, 16, 0.7)
+    with_bound = coder.code(as_rows(X))
+    assert 16 in coder.__dict__["_nearby"]
+    monkeypatch.setattr(coding, "NEARBY_MAX_ANCHORS", 0)
+    without = LocalCoding(GAUSS, V, 16, 0.7).code(as_rows(X))
+    np.testing.assert_array_equal(with_bound[0], without[0])
+    np.testing.assert_array_equal(with_bound[1], without[1])
+
+
+def test_nearby_anchors_are_each_anchors_nearest(rng, monkeypatch):
+    from lcoding.local import coding
+    monkeypatch.setattr(coding, "NEARBY_BLOCK", 7)       # several blocks
+    V = rng.normal(size=(30, 4))
+    near = LocalCoding(INV, V, 5, 1.0).nearby_anchors(5)
+    assert near.shape == (30, 5) and near.dtype == np.int32
+    np.testing.assert_array_equal(near[:, 0], np.arange(30))           # itself first
+    D = np_sqdist(V, V)
+    np.fill_diagonal(D, -1.0)
+    np.testing.assert_allclose(np.take_along_axis(D, near, axis=1),
+                               np.sort(D, axis=1)[:, :5], atol=1e-12)
+    assert all(len(set(row)) == 5 for row in near.tolist())
+
+
+def test_anchor_nn_is_checked(rng):
+    V = rng.normal(size=(10, 3))
+    coder = LocalCoding(INV, V, 3, 1.0)
+    rows = as_rows(rng.normal(size=(5, 3)))
+    idx, wt = np.empty((5, 3), dtype=np.int32), np.empty((5, 3))
+    args = (rows.data, rows.indices, rows.indptr, rows.n_features, coder.anchors,
+            coder.anchors_t, coder.anchor_sq, coder.anchor_sqdist, coder.kind,
+            coder.kernel_param, idx, wt, True, False, 256)
+    with pytest.raises(ValueError, match="anchor_nn must be"):
+        _knn.knn_code(*args, np.zeros((10, 2), dtype=np.int32))
+    with pytest.raises(ValueError, match="not an anchor id"):
+        _knn.knn_code(*args, np.full((10, 3), 10, dtype=np.int32))
