@@ -46,6 +46,7 @@ NO_FEATURE_OPTIONS = [
 ]
 
 
+@pytest.mark.slow      # 11 CLI runs beside liblinear-official, 5 s: the full suite's
 @pytest.mark.parametrize("options", NO_FEATURE_OPTIONS)
 def test_model_without_features_predicts_like_liblinear(options, tmp_path):
     """Training rows without any feature give a model of input dimension 0; without a

@@ -55,10 +55,12 @@ CHECKED = [
     KQMetricsClassifier(n_clusters=2, q=1, offset=1.0),
     InvariantSVC(n_landmarks=30),
     LinearClassifier(tol=1e-12),
-    # the checks' data (<= 300 rows) run the whole schedule in well under a second:
-    # the budget only bounds a stalled machine, it does not cut the schedule here
-    AutoLocalClassifier(budget_s=5),
 ]
+# the selector's checks: 31 checks x 0.25 s (every fit runs a whole successive-halving
+# schedule), 8 of the quick subset's 60 s -- so in the full suite only.  The checks'
+# data (<= 300 rows) run the whole schedule in well under a second: the budget only
+# bounds a stalled machine, it does not cut the schedule here
+CHECKED_SELECTOR = [AutoLocalClassifier(budget_s=5)]
 
 WEIGHTS_NOT_REPEATS = (
     "the anchors (k-means), the OCC planes and the data-dependent defaults (C='scale', "
@@ -85,19 +87,28 @@ def expected_failed_checks(est):
     return failed
 
 
-@parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
-def test_sklearn_conventions(estimator, check):
+def _check_quietly(estimator, check):
+    """One scikit-learn check, without the capped-default warnings (a UserWarning)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         check(estimator)
+
+
+@parametrize_with_checks(CHECKED, expected_failed_checks=expected_failed_checks)
+def test_sklearn_conventions(estimator, check):
+    _check_quietly(estimator, check)
+
+
+@pytest.mark.slow
+@parametrize_with_checks(CHECKED_SELECTOR, expected_failed_checks=expected_failed_checks)
+def test_sklearn_conventions_of_the_selector(estimator, check):
+    _check_quietly(estimator, check)
 
 
 @pytest.mark.slow
 @parametrize_with_checks(VARIANTS, expected_failed_checks=expected_failed_checks)
 def test_sklearn_conventions_of_variants(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        check(estimator)
+    _check_quietly(estimator, check)
 
 
 # ---------------------------------------------------------------------- helpers
