@@ -138,27 +138,27 @@ def train_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Messages |
         if ignored:
             info(f"{method.name}: ignoring option{'s' if len(ignored) > 1 else ''} "
                  f"{' '.join(ignored)} (not used by this method)\n")
-    if sample_weight is None:
-        # in a worker thread, so that Ctrl-C stops it within a pass (core/threads.py)
-        with blas_for_training(params.n_threads if method.own_threads else 1):
-            return _checked(method, rows, lambda: run_interruptible(
-                lambda: method.train(y, rows, params, info, seed_path=seed_path)))
-    sw = np.ascontiguousarray(sample_weight, dtype=np.float64).reshape(-1)
-    if sw.shape[0] != rows.n_rows:
-        raise ValueError(f"sample_weight has {sw.shape[0]} values for {rows.n_rows} instances")
-    if not (np.isfinite(sw).all() and (sw >= 0).all()):
-        raise ValueError("sample_weight: values must be finite and >= 0")
-    if "sample_weight" not in inspect.signature(method.train).parameters:
-        raise ValueError(f"sample_weight: the {method.name} method ({method.title}; "
-                         f"-s {params.solver_type}) cannot take per-sample weights")
-    keep = np.flatnonzero(sw > 0)
-    if keep.size == 0:
-        raise ValueError("sample_weight: every weight is 0; no instances to train on")
-    if keep.size < rows.n_rows:
-        y, rows, sw = y[keep], rows.take(keep), sw[keep]
+    weights = {}
+    if sample_weight is not None:
+        sw = np.ascontiguousarray(sample_weight, dtype=np.float64).reshape(-1)
+        if sw.shape[0] != rows.n_rows:
+            raise ValueError(f"sample_weight has {sw.shape[0]} values for {rows.n_rows} "
+                             f"instances")
+        if not (np.isfinite(sw).all() and (sw >= 0).all()):
+            raise ValueError("sample_weight: values must be finite and >= 0")
+        if "sample_weight" not in inspect.signature(method.train).parameters:
+            raise ValueError(f"sample_weight: the {method.name} method ({method.title}; "
+                             f"-s {params.solver_type}) cannot take per-sample weights")
+        keep = np.flatnonzero(sw > 0)
+        if keep.size == 0:
+            raise ValueError("sample_weight: every weight is 0; no instances to train on")
+        if keep.size < rows.n_rows:
+            y, rows, sw = y[keep], rows.take(keep), sw[keep]
+        weights = {"sample_weight": sw}
+    # in a worker thread, so that Ctrl-C stops it within a pass (core/threads.py)
     with blas_for_training(params.n_threads if method.own_threads else 1):
         return _checked(method, rows, lambda: run_interruptible(
-            lambda: method.train(y, rows, params, info, seed_path=seed_path, sample_weight=sw)))
+            lambda: method.train(y, rows, params, info, seed_path=seed_path, **weights)))
 
 
 def _checked(method: Method, rows: Rows, train) -> Model:

@@ -278,8 +278,8 @@ def knn_code(
     ``dense`` selects the BLAS block path (else sparse row loops); ``early_reject``
     selects the paper's per-row scan that drops an anchor as soon as its partial
     distance exceeds the current k-th best (dense rows, no BLAS).  ``anchor_nn``
-    (distinct anchor ids per row, e.g. each anchor's ``k`` nearest) speeds up the
-    selection of the distance paths (``topk_row_near``): the same result.
+    (``k`` anchor ids per anchor, best each anchor's ``k`` nearest; any ids give the
+    same result) speeds up the selection of the distance paths (``topk_row_near``).
     """
     cdef CSRView X = make_csr(X_data, X_indices, X_indptr, n_features)
     cdef Py_ssize_t n = anchor_idx.shape[0], k = anchor_idx.shape[1]
