@@ -426,7 +426,7 @@ def speedup(data_dir, repeats):
                 phases[m].append([float(v) for v in ph[0]] if ph else [0.0, 0.0])
                 newton = re.findall(r"^iter\s+(\d+) ", text, re.M)
                 out[m] = (model, re.findall(r"#iter = (\d+)", text) or newton[-1:],
-                          re.findall(r"CoCoA\+ stopped: (.*)", text)
+                          re.findall(r"(?:CoCoA\+|block-synchronous dual CD) stopped: (.*)", text)
                           or (["Newton steps, rows split"] if newton and m == 2 else []))
         p = {m: primal_objective(out[m][0], y, rows, parse_train_options(options).C)
              for m in (1, 2)}
@@ -621,7 +621,8 @@ def table():
                 f"{r['test_error']:.2f} |")
     sp_recs = [r for k, r in recs.items() if k[0] == "speedup"]
     if sp_recs:
-        lines += ["", "## -m 2 on one binary problem (CoCoA+, two partitions)", "",
+        lines += ["", "## -m 2 on one binary problem (two threads: the block-synchronous "
+                  "dual CD, or CoCoA+ for a wide w)", "",
                   "Median wall and CPU seconds over paired runs (m1, m2, m1, m2, ...) in one "
                   "process; `anchors + coding` the LL-SVM's own timing of those phases "
                   "(median, -m 1 / -m 2); `primal rel` = (P(-m 2) - P(-m 1)) / P(-m 1) of "

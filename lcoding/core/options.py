@@ -360,7 +360,7 @@ TRAIN_OPTIONS = (
            origin="lcoding", metavar="mode", group="local", domain=_choices(0, 1, 2, 3, 4)),
     Option("-m", "n_threads", int, "1",
            "number of threads (one-vs-rest classes, k-means, coding; one binary problem: "
-           "CoCoA+ for -s 1, 3, split products for -s 2)",
+           "row partitions for -s 1, 3, split products for -s 2)",
            origin="lcoding", metavar="threads", domain=_at_least(1)),
     Option("-E", "epochs", int, "10", "passes over the data for -s 30-33, 40", origin="lcoding",
            metavar="epochs", group="sgd", domain=_at_least(0)),

@@ -24,6 +24,16 @@ The same pieces serve two drivers: threads over one in-memory problem
 (:func:`solve_l2r_l1l2_svc_cocoa`, ``-m N`` on a binary problem) and Dask tasks over
 data partitions held by workers (:mod:`lcoding.dask`), which call
 :func:`partition_pass` on their own rows and return ``u_k``.
+
+In memory the threads can do better than CoCoA+'s rounds: they meet every
+:data:`BLOCK_ROWS` rows instead of once per pass, inside one kernel call
+(:func:`lcoding.linear._dual_cd.dual_cd_block_pass`, a spin barrier between blocks),
+add their steps unscaled (``sigma' = 1``) and damp a merge only when the added steps
+would raise the dual objective.  Its sweeps converge in the passes of the sequential
+solver, where CoCoA+ needs 2-3x more on wide codings (ijcnn1 with the MNIST LL-SVM
+options: 8 passes against 22 rounds).  The blocks are used when merging ``W`` costs
+less than a block's work (:func:`use_blocks`); the rounds, partitions, streams and
+stopping rule are the same, so the result still depends on ``-S`` and ``-m`` only.
 """
 from __future__ import annotations
 
@@ -35,13 +45,13 @@ from lcoding.core.messages import Messages
 from lcoding.core.options import SolverType, TrainParams
 from lcoding.core._predict import linear_decision_values
 from lcoding.core.seeds import PURPOSE_COCOA, rng_state
-from lcoding.core.threads import (STOP_FLAG, ThreadTeam, check_stop, map_threads,
-                                  single_threaded_blas, split_ranges)
+from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, check_stop,
+                                  map_threads, single_threaded_blas, split_ranges)
 from lcoding.linear import _dual_cd
 from lcoding.linear.dual_cd import at_iteration_cap
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, SolveResult,
-                                    coded_nonzeros)
+                                    coded_nonzeros, coded_nonzeros_bound)
 from lcoding.local._knn import local_decision_values
 
 INF = float("inf")
@@ -55,6 +65,11 @@ NEWTON_FINISH_GAP = 10.0
 # (skin: 6e-4 above the -m 1 objective; LIBLINEAR's 0.1 of its -s 1 -> -s 2 switch
 # left 2.5 %)
 NEWTON_FINISH_TOL = 0.001
+# the block-synchronous sweep (module doc): rows per thread between two merges.  Its
+# sweeps need the sequential solver's passes up to 64 rows (ijcnn1 with -k 8 and
+# with the MNIST options, skin: the same passes to every tolerance); at 256 ijcnn1's
+# -k 8 LL-SVM needed 12 passes to LIBLINEAR's stopping rule instead of 9
+BLOCK_ROWS = 64
 
 
 # ------------------------------------------------------------- shared pieces
@@ -82,6 +97,25 @@ def subproblem_qd(sqnorm: np.ndarray, diag: np.ndarray, sigma: float) -> np.ndar
     """Curvature of the local subproblem's coordinates, ``sigma ||z_i||^2 + D_ii``
     (``||z_i||^2 + D_ii`` exactly when ``sigma = 1``)."""
     return sigma * sqnorm + diag if sigma != 1.0 else sqnorm + diag
+
+
+def use_blocks(prob: BinaryProblem, n_parts: int) -> bool:
+    """Whether the ``n_parts`` threads of one in-memory problem use the
+    block-synchronous sweep (module doc) rather than CoCoA+'s rounds: when a merge,
+    ``n_parts + 2`` passes over ``W``, costs at most a block's work, ``BLOCK_ROWS``
+    coded rows' dot product and update (a linear or LL-SVM model on few features; a
+    wide ``W`` over sparse rows -- w8a's 200 anchors x 301 features -- keeps the
+    rounds).  The choice depends on the problem and ``n_parts`` only, never on the
+    machine, so the same ``-S`` and ``-m`` give the same model anywhere.  (More
+    threads than cores slow both schemes, the blocks less: ijcnn1's LL-SVM with the
+    MNIST options on 2 cores, ``-m 2 / 3 / 4``: 0.18 / 0.42 / 0.36 s by blocks, 0.58
+    s by rounds at ``-m 3`` and ``4``; a thread waiting at the barrier for one that
+    is not running spins briefly, then yields its core.)"""
+    n = prob.rows.n_rows
+    if n_parts <= 1 or n < n_parts * BLOCK_ROWS:
+        return False
+    mean_nonzeros = coded_nonzeros_bound(prob) / n       # (no pass over the coding)
+    return (n_parts + 2) * prob.w_size <= 2 * BLOCK_ROWS * mean_nonzeros
 
 
 def partition_stream(solver_state: np.ndarray, k: int) -> np.ndarray:
@@ -311,10 +345,12 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
     diag, upper = loss_terms(prob.per_row_C(), loss)
     anchor_idx, coding_weight = prob.coding_arrays()
     bias, shared_bias = prob.kernel_bias
-    QD = subproblem_qd(row_sqnorms(rows, bias, shared_bias, anchor_idx, coding_weight),
-                       diag, sigma)
+    sqnorm = row_sqnorms(rows, bias, shared_bias, anchor_idx, coding_weight)
     alpha = np.zeros(n)
     W = np.zeros(prob.w_size)
+    blocks = use_blocks(prob, K)
+    # the threads' own steps unscaled in the blocks (module doc)
+    QD = subproblem_qd(sqnorm, diag, 1.0 if blocks else sigma)
     if K == 1:
         # one partition is LIBLINEAR's solver: its rows in order, the problem's own
         # stream, the pass straight on W
@@ -323,20 +359,46 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
     else:
         parts = [PartState.fresh(ids, partition_stream(prob.rng_state, k))
                  for k, ids in enumerate(split_rows(n, K, prob.rng_state))]
-        work = [np.empty_like(W) for _ in range(K)]
+        work = [] if blocks else [np.empty_like(W) for _ in range(K)]
     rule = StopRule.for_partitions(params.resolved_eps(),
                                    params.max_iter if max_iter is None else max_iter, K)
     C = prob.per_row_C()
     n_main = W.shape[0] - (1 if prob.shared_bias else 0)
-    info(f"CoCoA+: {K} partitions\n")
+    info(f"block-synchronous dual CD: {K} threads, {BLOCK_ROWS} rows per block\n" if blocks
+         else f"CoCoA+: {K} partitions\n")
+    if blocks:
+        W_local = np.zeros((K, 2, W.shape[0]))
+        W_base = np.zeros((K, W.shape[0]))
+        block_stats = np.zeros((2, K, 4))
+        moved_rows = np.zeros((K, BLOCK_ROWS), dtype=np.int32)
+        moved_alpha_old = np.zeros((K, BLOCK_ROWS))
+        barrier = np.zeros(2, dtype=np.int64)
+        team_state = {"parity": 0, "damped": 0}
     # a coded -s 1 problem whose rows can be written out: when W has stopped moving but
     # the duality gap says the dual lags (the StopRule doc), the primal Newton solver
     # finishes from W with its products in the same threads (a few steps; CoCoA+'s
     # rounds there only shift weight between the partitions' dual variables)
     newton_finish = (K > 1 and loss == "l2" and prob.coding is not None
-                     and coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS)
+                     and (coded_nonzeros_bound(prob) <= MATERIALIZE_MAX_NONZEROS
+                          or coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS))
+
+    def local_blocks(k):
+        out = _dual_cd.dual_cd_block_pass(
+            rows.data, rows.indices, rows.indptr, rows.n_features, bias, anchor_idx,
+            coding_weight, y, QD, diag, upper, alpha, W_local, W_base, block_stats,
+            moved_rows[k], moved_alpha_old[k], barrier, k, team_state["parity"],
+            BLOCK_ROWS, parts[k].index, parts[k].active_size, rule.PGmax_old,
+            rule.PGmin_old, parts[k].rng_state, shared_bias, stop=STOP_FLAG)
+        active, PGmax, PGmin, parity, _, damped, stopped = out
+        check_stop()            # Ctrl-C: the sweep ended early
+        if stopped:             # (the flag is set after the request: never reached)
+            raise TrainingInterrupted("training stopped by KeyboardInterrupt")
+        parts[k].active_size = int(active)
+        return PGmax, PGmin, parity, damped
 
     def local(k):
+        if blocks:
+            return local_blocks(k)
         if work[k] is not W:
             np.copyto(work[k], W)
         return partition_pass(rows, bias, shared_bias, anchor_idx, coding_weight, y, QD,
@@ -355,7 +417,16 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
                     part.active_size = part.n_rows
             pgs = team.map(local, range(K))
             change = INF
-            if K > 1:
+            if blocks:
+                # every thread holds the merged W, after the same number of merges
+                if len({pg[2] for pg in pgs}) != 1:
+                    raise RuntimeError("block-synchronous dual CD: the threads' sweeps "
+                                       "ended after different numbers of blocks")
+                team_state["parity"] = pgs[0][2]
+                team_state["damped"] += pgs[0][3]
+                change = w_change(W_base[0], W_base[0] - W)
+                np.copyto(W, W_base[0])
+            elif K > 1:
                 # u_k = (W~_k - W) / sigma', added in partition order
                 updates = [(work[k] - W) / sigma for k in range(K)]
                 step = np.sum(updates, axis=0)
@@ -377,19 +448,23 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
             if action == "unshrink":
                 info("*")
     it = rule.rounds
-    if K > 1:
+    extra = {"partitions": K, "stop": rule.reason, "blocks": blocks}
+    if blocks:
+        extra["damped merges"] = team_state["damped"]
+        info(f"\nblock-synchronous dual CD stopped: {rule.reason} "
+             f"({team_state['damped']} damped merges)")
+    elif K > 1:
         info(f"\nCoCoA+ stopped: {rule.reason}")
     info(f"\noptimization finished, #iter = {it}\n")
     if rule.reason.endswith(": Newton"):
         info("Continuing with -s 2 (the primal Newton solver on the coded rows) from W\n")
         res = train_l2r_l2loss_svc(prob, params, info, tol_scale=NEWTON_FINISH_TOL, init_w=W,
                                    n_threads=K)
-        return SolveResult(res.w, it + res.n_iter, res.objective, None,
-                           extra={"partitions": K, "stop": rule.reason})
+        return SolveResult(res.w, it + res.n_iter, res.objective, None, extra=extra)
     objective = dual_objective(W, alpha, diag)
     info(f"Objective value = {objective:f}\n")
     info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
-    return SolveResult(W, it, objective, alpha, extra={"partitions": K, "stop": rule.reason})
+    return SolveResult(W, it, objective, alpha, extra=extra)
 
 
 def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,

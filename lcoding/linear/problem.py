@@ -101,6 +101,17 @@ def _coded_row_lengths(prob: BinaryProblem) -> np.ndarray:
     return anchors.astype(np.int64) * per_anchor + (1 if shared_bias >= 0 else 0)
 
 
+def coded_nonzeros_bound(prob: BinaryProblem) -> int:
+    """:func:`coded_nonzeros` when no coding weight is 0 (else more), without a pass
+    over the coding: ``k`` anchors per row, each with the row's non-zeros and bias."""
+    rows = prob.rows
+    anchor_idx, _ = prob.coding_arrays()
+    bias, shared_bias = prob.kernel_bias
+    k = anchor_idx.shape[1] if anchor_idx.shape[0] else 1
+    per_rows = int(rows.indptr[-1]) + (rows.n_rows if bias >= 0 else 0)
+    return k * per_rows + (rows.n_rows if shared_bias >= 0 else 0)
+
+
 def coded_nonzeros(prob: BinaryProblem) -> int:
     """Non-zeros of the coded rows ``z_i`` written out (:func:`materialized_problem`)."""
     return int(_coded_row_lengths(prob).sum())

@@ -1,9 +1,12 @@
-"""CoCoA+ (-m N on one binary dual-CD problem): the kernel's subproblem scalar, one
-partition = LIBLINEAR's solver bit for bit, -m 2 reaches -m 1's objective, same
--S and -m give the same model, multi-class problems keep their class threads."""
+"""-m N on one binary dual-CD problem: CoCoA+'s kernel subproblem scalar, the
+block-synchronous sweep against a NumPy reference (its merges, its damping), one
+partition = LIBLINEAR's solver bit for bit, -m 2 reaches -m 1's objective by both
+schemes, same -S and -m give the same model, Ctrl-C stops the threads,
+multi-class problems keep their class threads."""
 from __future__ import annotations
 
 import io
+import threading
 
 import numpy as np
 import pytest
@@ -81,6 +84,155 @@ def test_subproblem_qd_is_exact_at_sigma_one():
     sq, diag = np.array([0.1, 2.5, 3.0]), np.array([0.5, 0.5, 0.25])
     assert np.array_equal(cocoa.subproblem_qd(sq, diag, 1.0), sq + diag)
     assert np.allclose(cocoa.subproblem_qd(sq, diag, 2.0), 2 * sq + diag)
+
+
+# ------------------------------------------------ the block-synchronous sweep
+MASK64 = (1 << 64) - 1
+
+
+def _shuffled(index, state):
+    """lcoding/core/_rng.pxd's rng_shuffle_prefix over all of ``index`` (splitmix64 and
+    Fisher-Yates in Python; ``state``: a one-item list)."""
+    index = list(index)
+    for s in range(len(index)):
+        state[0] = (state[0] + 0x9E3779B97F4A7C15) & MASK64
+        z = state[0]
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        j = s + (z ^ (z >> 31)) % (len(index) - s)
+        index[s], index[j] = index[j], index[s]
+    return index
+
+
+def _block_reference(Z, y, diag, upper, parts, streams, block_rows, passes):
+    """The block-synchronous dual CD (_dual_cd.dual_cd_block_pass's doc) in NumPy on
+    explicit rows ``Z``, the threads in lockstep, no shrinking: ``(alpha, W,
+    damped merges)``."""
+    n, K = Z.shape[0], len(parts)
+    QD = np.einsum("ij,ij->i", Z, Z) + diag
+    alpha, W, damped = np.zeros(n), np.zeros(Z.shape[1]), 0
+    states = [[int(s)] for s in streams]
+    orders = [list(p) for p in parts]
+    for _ in range(passes):         # (each pass shuffles the last pass's order)
+        orders = [_shuffled(orders[k], states[k]) for k in range(K)]
+        for start in range(0, max(len(o) for o in orders), block_rows):
+            local, moved = [W.copy() for _ in range(K)], []
+            for k in range(K):
+                for i in orders[k][start:start + block_rows]:
+                    G = y[i] * float(local[k] @ Z[i]) - 1.0 + alpha[i] * diag[i]
+                    PG = G if 0.0 < alpha[i] < upper[i] else (
+                        min(G, 0.0) if alpha[i] == 0.0 else max(G, 0.0))
+                    if abs(PG) > 1e-12:
+                        old = alpha[i]
+                        alpha[i] = min(max(old - G / QD[i], 0.0), upper[i])
+                        local[k] += (alpha[i] - old) * y[i] * Z[i]
+                        moved.append((i, old))
+            u = sum(local[k] - W for k in range(K))
+            da = np.array([alpha[i] - old for i, old in moved])
+            ids = np.array([i for i, _ in moved], dtype=int)
+            lin = float(W @ u) + float(np.dot(diag[ids] * (alpha[ids] - da) - 1.0, da))
+            quad = float(u @ u) + float(np.dot(diag[ids], da * da))
+            t = 1.0
+            if lin + 0.5 * quad > 0:
+                t, damped = min(max(-lin / quad, 0.0), 1.0) if quad > 0 else 0.0, damped + 1
+                alpha[ids] = alpha[ids] - da + t * da
+            W = W + t * u
+    return alpha, W, damped
+
+
+def _block_kernel(rows, y, diag, upper, parts, streams, block_rows, passes):
+    """The same sweeps by the kernel, one real thread per partition."""
+    n, K, w_size = rows.n_rows, len(parts), rows.n_features + 1
+    sq = cocoa.row_sqnorms(rows, 1.0, -1.0, EMPTY_IDX, EMPTY_WEIGHT)
+    alpha = np.zeros(n)
+    W_local, W_base = np.zeros((K, 2, w_size)), np.zeros((K, w_size))
+    stats, barrier = np.zeros((2, K, 4)), np.zeros(2, dtype=np.int64)
+    moved, moved_old = np.zeros((K, block_rows), dtype=np.int32), np.zeros((K, block_rows))
+    index = [np.array(p, dtype=np.int32) for p in parts]
+    states = [np.array([s], dtype=np.uint64) for s in streams]
+    parity, damped = 0, 0
+    for _ in range(passes):
+        out = [None] * K
+
+        def run(k):
+            out[k] = _dual_cd.dual_cd_block_pass(
+                rows.data, rows.indices, rows.indptr, rows.n_features, 1.0, EMPTY_IDX,
+                EMPTY_WEIGHT, y, sq + diag, diag, upper, alpha, W_local, W_base, stats,
+                moved[k], moved_old[k], barrier, k, parity, block_rows, index[k],
+                index[k].shape[0], np.inf, -np.inf, states[k])
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(K)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert len({o[3] for o in out}) == 1 and not any(o[6] for o in out)
+        parity, damped = out[0][3], damped + out[0][5]
+        assert all(np.array_equal(W_base[k], W_base[0]) for k in range(K))
+    return alpha, W_base[0], damped
+
+
+@pytest.mark.parametrize("K, block_rows, duplicated", [(2, 16, False), (3, 7, False),
+                                                       (2, 64, True)])
+def test_block_sweep_matches_its_numpy_reference(K, block_rows, duplicated):
+    """Real threads meeting at a spin barrier give the lockstep reference's alpha and
+    W; with every row duplicated in another partition and long blocks the added steps
+    overshoot, the merges are damped and the dual objective still falls pass by pass."""
+    rng = np.random.default_rng(K)
+    n, d = 240, 6
+    X = rng.standard_normal((n, d))
+    y_pm = np.where(X @ rng.standard_normal(d) + 0.5 * rng.standard_normal(n) > 0, 1,
+                    -1).astype(np.int8)
+    if duplicated:                # rows i and i + n/2 alike, in different partitions
+        X[n // 2:], y_pm[n // 2:] = X[:n // 2], y_pm[:n // 2]
+        parts = [np.arange(0, n // 2), np.arange(n // 2, n)]
+    else:
+        parts = np.array_split(rng.permutation(n), K)
+        parts = [np.sort(p) for p in parts]
+    rows = rows_from_sparse(sp.csr_matrix(X))
+    Z = np.hstack([X, np.ones((n, 1))])
+    diag, upper = cocoa.loss_terms(np.full(n, 10.0), "l2" if K == 2 else "l1")
+    streams = [11 + k for k in range(K)]
+    objectives = []
+    for passes in (1, 2, 3):
+        a_ref, w_ref, damped_ref = _block_reference(Z, y_pm, diag, upper, parts, streams,
+                                                    block_rows, passes)
+        a, w, damped = _block_kernel(rows, y_pm, diag, upper, parts, streams, block_rows, passes)
+        np.testing.assert_allclose(a, a_ref, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(w, w_ref, rtol=1e-10, atol=1e-12)
+        assert damped == damped_ref
+        objectives.append(cocoa.dual_objective(w, a, diag))
+    assert objectives[0] > objectives[1] > objectives[2]
+    if duplicated:
+        assert damped > 0
+
+
+def test_coded_nonzeros_bound_is_exact_without_zero_weights(banana):
+    from lcoding.linear.problem import coded_nonzeros, coded_nonzeros_bound
+    y, rows, _, _ = banana
+    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
+    n = rows.n_rows
+    idx = np.ascontiguousarray(np.tile(np.arange(3, dtype=np.int32), (n, 1)))
+    wt = np.full((n, 3), 1 / 3)
+    for bias in (1.0, -1.0):
+        for coding in (None, Coding(idx, wt, 3)):
+            prob = BinaryProblem(rows, y_pm, 1.0, 1.0, bias, rng_state(1, 1, 0), coding=coding)
+            assert coded_nonzeros_bound(prob) == coded_nonzeros(prob)
+    wt0 = wt.copy()
+    wt0[::2, 0] = 0.0                           # zero weights: the bound is above
+    prob = BinaryProblem(rows, y_pm, 1.0, 1.0, 1.0, rng_state(1, 1, 0), coding=Coding(idx, wt0, 3))
+    assert coded_nonzeros_bound(prob) > coded_nonzeros(prob)
+
+
+def test_use_blocks_weighs_the_merge_against_a_block():
+    rng = np.random.default_rng(0)
+    narrow = rows_from_sparse(sp.random(5000, 20, density=0.5, random_state=1, format="csr"))
+    wide = rows_from_sparse(sp.random(5000, 3000, density=0.002, random_state=1, format="csr"))
+    y = np.where(rng.random(5000) > 0.5, 1, -1).astype(np.int8)
+    assert cocoa.use_blocks(_problem(narrow, y), 2)
+    assert not cocoa.use_blocks(_problem(narrow, y), 1)
+    assert not cocoa.use_blocks(_problem(wide, y), 2)      # a merge would cost 7 blocks
+    small = rows_from_sparse(sp.random(100, 20, density=0.5, random_state=1, format="csr"))
+    assert not cocoa.use_blocks(_problem(small, y[:100]), 2)  # fewer rows than 2 blocks
 
 
 # -------------------------------------------------------------- the driver
@@ -164,14 +316,25 @@ def _fit(y, rows, options):
     return model, buf.getvalue()
 
 
+SCHEMES = {True: "block-synchronous dual CD: 2 threads", False: "CoCoA+: 2 partitions"}
+
+
+@pytest.fixture(params=[True, False], ids=["blocks", "rounds"])
+def scheme(request, monkeypatch):
+    """Both ways of -m N on one problem: the block-synchronous sweep and CoCoA+'s
+    rounds (cocoa.use_blocks decides between them by the problem's shape)."""
+    monkeypatch.setattr(cocoa, "use_blocks", lambda prob, n_parts: request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("options", ["-s 1 -c 1 -B 1 -e 0.01", "-s 3 -c 1 -B 1",
                                      "-s 1 -L 2 -A 30 -k 4 -u 0.5 -c 1 -B 1"])
-def test_m2_reaches_the_m1_objective(ijcnn1_sub, options):
+def test_m2_reaches_the_m1_objective(ijcnn1_sub, options, scheme):
     y, rows, ty, trows = ijcnn1_sub
     loss = "l1" if options.startswith("-s 3") else "l2"
     m1, _ = _fit(y, rows, options + " -m 1")
     m2, out = _fit(y, rows, options + " -m 2")
-    assert "CoCoA+: 2 partitions" in out
+    assert SCHEMES[scheme] in out
     p1 = primal_objective(m1, y, rows, 1.0, loss)
     p2 = primal_objective(m2, y, rows, 1.0, loss)
     assert abs(p2 - p1) <= 1e-3 * abs(p1), (p1, p2)
@@ -180,7 +343,7 @@ def test_m2_reaches_the_m1_objective(ijcnn1_sub, options):
     assert abs(acc[0] - acc[1]) <= 0.002
 
 
-def test_m2_llsvm_banana_reaches_the_m1_objective(banana):
+def test_m2_llsvm_banana_reaches_the_m1_objective(banana, scheme):
     y, rows, _, _ = banana
     options = "-s 1 -L 2 -A 20 -k 4 -u 1 -c 1 -B 1 -e 0.01"
     m1, _ = _fit(y, rows, options + " -m 1")
@@ -191,7 +354,7 @@ def test_m2_llsvm_banana_reaches_the_m1_objective(banana):
 
 
 @pytest.mark.parametrize("options", ["-s 1 -c 1 -B 1", "-s 1 -L 1 -A 20 -k 4 -c 1 -B 1 -S 3"])
-def test_m2_twice_gives_the_same_model(banana, options):
+def test_m2_twice_gives_the_same_model(banana, options, scheme):
     y, rows, _, _ = banana
     a, _ = _fit(y, rows, options + " -m 2")
     b, _ = _fit(y, rows, options + " -m 2")
@@ -208,13 +371,16 @@ def test_multiclass_keeps_its_class_threads(shared_data):
     for options in ("-s 1 -c 1 -B 1", "-s 1 -L 2 -A 10 -k 3 -u 0.05 -c 1 -B 1"):
         a, out = _fit(y, rows, options + " -m 1")
         b, out2 = _fit(y, rows, options + " -m 2")
-        assert np.array_equal(a.w, b.w) and "CoCoA+" not in out2
+        assert np.array_equal(a.w, b.w)
+        assert "CoCoA+" not in out2 and "block-synchronous" not in out2
 
 
-def test_the_round_threads_stop_on_a_stop_request_and_are_not_left_behind(monkeypatch):
-    """Ctrl-C (the stop request of core.threads) during -m 2 CoCoA+ rounds: the
-    partitions' passes return at their next check, TrainingInterrupted is raised
-    within a second and no round thread survives the solve."""
+def test_the_round_threads_stop_on_a_stop_request_and_are_not_left_behind(monkeypatch,
+                                                                          scheme):
+    """Ctrl-C (the stop request of core.threads) during -m 2 rounds or block sweeps:
+    the partitions' passes return at their next check (a thread waiting at the block
+    barrier too), TrainingInterrupted is raised within a second and no thread
+    survives the solve."""
     import threading
 
     from lcoding.core import threads
@@ -235,6 +401,11 @@ def test_the_round_threads_stop_on_a_stop_request_and_are_not_left_behind(monkey
         def dual_cd_pass(*args, **kwargs):
             passes["after" if threads.stop_requested() else "before"] += 1
             return _dual_cd.dual_cd_pass(*args, **kwargs)
+
+        @staticmethod
+        def dual_cd_block_pass(*args, **kwargs):
+            passes["after" if threads.stop_requested() else "before"] += 1
+            return _dual_cd.dual_cd_block_pass(*args, **kwargs)
     monkeypatch.setattr(cocoa, "_dual_cd", CountingKernels())
     timer = threading.Timer(0.3, threads._request_stop)
     timer.start()
@@ -271,7 +442,7 @@ def test_m2_hands_a_lagging_coded_problem_to_newton(shared_data):
 
 @pytest.mark.filterwarnings("error::RuntimeWarning")
 @pytest.mark.parametrize("options", ["-s 1 -w1 0 -B 1", "-s 1 -L 2 -A 30 -k 4 -u 0.5 -w1 0 -B 1"])
-def test_a_class_weight_of_0_keeps_the_gap_certificate(ijcnn1_sub, options):
+def test_a_class_weight_of_0_keeps_the_gap_certificate(ijcnn1_sub, options, scheme):
     """-w<label> 0: that class's rows have D_ii = inf and stay at alpha = 0.  LIBLINEAR's
     dual objective makes that 0 * inf = NaN; CoCoA+'s duality gap leaves them out, so
     -m 2 still stops by its gap rule instead of running to the round cap -- and
@@ -281,7 +452,9 @@ def test_a_class_weight_of_0_keeps_the_gap_certificate(ijcnn1_sub, options):
     options = options.replace("-w1", f"-w{label}")
     m1, _ = _fit(y, rows, options + " -m 1")
     m2, out = _fit(y, rows, options + " -m 2")
-    assert "CoCoA+ stopped: iteration cap" not in out and "CoCoA+ stopped" in out, out[-300:]
+    # (the block sweeps' own projected gradients may stop them first)
+    assert "stopped: iteration cap" not in out and (
+        "stopped: duality gap" in out or "stopped: projected gradient" in out), out[-300:]
     assert np.isfinite(m2.w).all()
     # a class that weighs nothing: every training row is predicted as the other class
     assert (m1.labels_from_values(m1.decision_values(rows)) != label).all()
