@@ -65,11 +65,14 @@ NEWTON_FINISH_GAP = 10.0
 # (skin: 6e-4 above the -m 1 objective; LIBLINEAR's 0.1 of its -s 1 -> -s 2 switch
 # left 2.5 %)
 NEWTON_FINISH_TOL = 0.001
-# the block-synchronous sweep (module doc): rows per thread between two merges.  Its
-# sweeps need the sequential solver's passes up to 64 rows (ijcnn1 with -k 8 and
-# with the MNIST options, skin: the same passes to every tolerance); at 256 ijcnn1's
-# -k 8 LL-SVM needed 12 passes to LIBLINEAR's stopping rule instead of 9
-BLOCK_ROWS = 64
+# the block-synchronous sweep (module doc): rows per thread between two merges.  With
+# 64 or 128 its sweeps need the sequential solver's passes (ijcnn1 with -k 8 and with
+# the MNIST options, skin: the same passes to LIBLINEAR's rule, within one pass to
+# every tolerance); at 256 ijcnn1's -k 8 LL-SVM needed 12 passes instead of 9.  128
+# halves the merges, whose cost is mostly w crossing between the cores: ijcnn1 with
+# the MNIST options, -m 2 against -m 1 over 21 paired trainings, 1.54x at 64 and
+# 1.61x at 128; its -k 8 LL-SVM 1.78x and 1.83x; skin 1.92x and 1.85x
+BLOCK_ROWS = 128
 
 
 # ------------------------------------------------------------- shared pieces
