@@ -42,6 +42,12 @@
 # over an index holding the partition's rows only.  The driver recovers
 # u_k = (W~ - W) / sigma'.  sigma = 1 with one partition is LIBLINEAR's pass (the
 # axpy scale 1.0 * d is d exactly).
+#
+# Block-synchronous sweep (dual_cd_block_pass, -m N in one process): the K threads
+# take sigma' = 1 and meet every block of rows instead of once per pass; a merge
+# adds their steps and is damped to the exact minimum of the dual along them only
+# when the plain sum would raise the objective (the function's doc gives the math).
+# Both kernels share LIBLINEAR's coordinate step (coordinate_step).
 from libc.math cimport fabs
 from libc.stdint cimport int64_t, uint64_t
 from libc.string cimport memcpy
@@ -324,9 +330,9 @@ def dual_cd_block_pass(
     cdef Py_ssize_t s = 0, i, j, kk, m, n_moved, steps
     cdef Py_ssize_t blocks = 0, damped = 0
     cdef int tmp
-    cdef bint stopped = False, all_done, done
+    cdef bint stopped = False, all_done
     cdef Step st
-    cdef double G, d, r_lin, r_quad, r_change, lin, quad, t, b, step
+    cdef double d, r_lin, r_quad, r_change, lin, quad, t, b, step
     cdef double gain, u0, u1, c0, c1, c2, c3
     cdef double PGmax_new = -INF
     cdef double PGmin_new = INF
@@ -370,8 +376,7 @@ def dual_cd_block_pass(
                         # (a row of class weight 0 has D_ii = inf and never moves)
                         r_lin += (diag[i] * st.alpha_old - 1.0) * d
                         r_quad += diag[i] * d * d
-                        G = st.G
-                        r_change += G * d + 0.5 * QD[i] * d * d
+                        r_change += st.G * d + 0.5 * QD[i] * d * d
                         moved_rows[n_moved] = <int>i
                         moved_alpha_old[n_moved] = st.alpha_old
                         n_moved += 1
