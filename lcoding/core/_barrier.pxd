@@ -3,8 +3,11 @@
 # after every block of rows.  A block is tens of microseconds of work, so a
 # condition variable (a futex wake-up, 5-50 us) would cost as much as the block;
 # the waiting thread spins on an atomic generation counter instead, pausing the
-# core between reads, and yields the core after a few thousand reads (a shared
-# machine: the thread it waits for may have been descheduled).
+# core between reads, and yields the core after ``spins`` reads (the caller's
+# choice: a few thousand when every thread has a core -- on a shared machine the
+# thread it waits for may still have been descheduled -- and a few when there are
+# more threads than cores, where spinning only keeps the late thread off the
+# core).  The choice changes timing only, never a result.
 #
 # State: two int64 in memory shared by the threads (a NumPy array the driver
 # allocates per call, zeroed): [arrived, generation].  Sense by generation: the
@@ -31,10 +34,8 @@ cdef extern from *:
     #else
     #define LCODING_PAUSE() ((void)0)
     #endif
-    #define LCODING_SPINS_BEFORE_YIELD 4000
-
     static inline int lcoding_barrier_wait(int64_t* state, int64_t n_threads,
-                                           const unsigned char* stop) {
+                                           const unsigned char* stop, long spins_max) {
         int64_t gen = __atomic_load_n(&state[1], __ATOMIC_ACQUIRE);
         long spins = 0;
         if (__atomic_add_fetch(&state[0], 1, __ATOMIC_ACQ_REL) == n_threads) {
@@ -45,7 +46,7 @@ cdef extern from *:
         while (__atomic_load_n(&state[1], __ATOMIC_ACQUIRE) == gen) {
             if (stop != NULL && *(const volatile unsigned char*)stop != 0)
                 return 1;
-            if (++spins < LCODING_SPINS_BEFORE_YIELD) {
+            if (++spins < spins_max) {
                 LCODING_PAUSE();
             } else {
                 LCODING_YIELD();
@@ -55,4 +56,5 @@ cdef extern from *:
     }
     """
     int barrier_wait "lcoding_barrier_wait" (int64_t* state, int64_t n_threads,
-                                             const unsigned char* stop) noexcept nogil
+                                             const unsigned char* stop,
+                                             long spins_max) noexcept nogil

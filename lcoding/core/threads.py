@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -86,6 +87,17 @@ def split_ranges(n: int, parts: int, align: int = CODE_BLOCK):
     bounds = [min(n, align * (n_blocks * i // parts)) for i in range(parts + 1)]
     bounds[-1] = n
     return [(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i + 1] > bounds[i]]
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity where the platform tells
+    (a container or ``taskset`` may allow fewer than the machine has), else the
+    machine's count.  For timing choices only (how long a thread spins before it
+    yields), never for a result."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
 
 
 # ------------------------------------------------------------------ Ctrl-C

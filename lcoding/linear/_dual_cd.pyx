@@ -278,7 +278,8 @@ def dual_cd_block_pass(
         double PGmax_old, double PGmin_old,
         uint64_t[::1] rng_state,           # INOUT this thread's stream
         double shared_bias=-1.0,
-        const unsigned char[::1] stop=None):
+        const unsigned char[::1] stop=None,
+        long barrier_spins=4000):          # reads of the barrier before yielding the core
     """One outer iteration of the block-synchronous parallel dual CD, run by each of
     the K threads of a team at once (thread ``thread`` of ``W_local.shape[0]``) on
     its own fixed rows.
@@ -385,7 +386,7 @@ def dual_cd_block_pass(
             block_stats[parity, thread, 1] = r_quad
             block_stats[parity, thread, 2] = 1.0 if s >= active_size else 0.0
             block_stats[parity, thread, 3] = r_change
-            if barrier_wait(bar, n_threads, stop_p):
+            if barrier_wait(bar, n_threads, stop_p, barrier_spins):
                 stopped = True
                 break
             blocks += 1

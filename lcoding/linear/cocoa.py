@@ -46,7 +46,8 @@ from lcoding.core.options import SolverType, TrainParams
 from lcoding.core._predict import linear_decision_values
 from lcoding.core.seeds import PURPOSE_COCOA, rng_state
 from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, check_stop,
-                                  map_threads, single_threaded_blas, split_ranges)
+                                  map_threads, single_threaded_blas, split_ranges,
+                                  usable_cores)
 from lcoding.linear import _dual_cd
 from lcoding.linear.dual_cd import at_iteration_cap
 from lcoding.linear.newton import train_l2r_l2loss_svc
@@ -73,6 +74,12 @@ NEWTON_FINISH_TOL = 0.001
 # the MNIST options, -m 2 against -m 1 over 21 paired trainings, 1.54x at 64 and
 # 1.61x at 128; its -k 8 LL-SVM 1.78x and 1.83x; skin 1.92x and 1.85x
 BLOCK_ROWS = 128
+# reads of the block barrier before a waiting thread yields its core (_barrier.pxd):
+# with a core per thread, spin (a block is tens of microseconds); with more threads
+# than cores, yield almost at once (ijcnn1's MNIST-options LL-SVM on 2 cores, -m 16:
+# 1.63 s spinning, CoCoA+'s rounds 0.88 s).  Timing only: the merges are the same.
+BARRIER_SPINS = 4000
+BARRIER_SPINS_OVERSUBSCRIBED = 20
 
 
 # ------------------------------------------------------------- shared pieces
@@ -110,10 +117,10 @@ def use_blocks(prob: BinaryProblem, n_parts: int) -> bool:
     wide ``W`` over sparse rows -- w8a's 200 anchors x 301 features -- keeps the
     rounds).  The choice depends on the problem and ``n_parts`` only, never on the
     machine, so the same ``-S`` and ``-m`` give the same model anywhere.  (More
-    threads than cores slow both schemes, the blocks less: ijcnn1's LL-SVM with the
-    MNIST options on 2 cores, ``-m 2 / 3 / 4``: 0.18 / 0.42 / 0.36 s by blocks, 0.58
-    s by rounds at ``-m 3`` and ``4``; a thread waiting at the barrier for one that
-    is not running spins briefly, then yields its core.)"""
+    threads than cores slow both schemes, the blocks less, as their waiting threads
+    then yield at once (:data:`BARRIER_SPINS_OVERSUBSCRIBED`): ijcnn1's LL-SVM with
+    the MNIST options on 2 cores, ``-m 2 / 3 / 4 / 8 / 16``: 0.16 / 0.20 / 0.20 /
+    0.34 / 1.03 s by blocks, 0.25 / 0.41 / 0.50 / 1.23 / 1.40 s by rounds.)"""
     n = prob.rows.n_rows
     if n_parts <= 1 or n < n_parts * BLOCK_ROWS:
         return False
@@ -377,6 +384,7 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
         moved_alpha_old = np.zeros((K, BLOCK_ROWS))
         barrier = np.zeros(2, dtype=np.int64)
         team_state = {"parity": 0, "damped": 0}
+        spins = BARRIER_SPINS if K <= usable_cores() else BARRIER_SPINS_OVERSUBSCRIBED
     # a coded -s 1 problem whose rows can be written out: when W has stopped moving but
     # the duality gap says the dual lags (the StopRule doc), the primal Newton solver
     # finishes from W with its products in the same threads (a few steps; CoCoA+'s
@@ -391,7 +399,8 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
             coding_weight, y, QD, diag, upper, alpha, W_local, W_base, block_stats,
             moved_rows[k], moved_alpha_old[k], barrier, k, team_state["parity"],
             BLOCK_ROWS, parts[k].index, parts[k].active_size, rule.PGmax_old,
-            rule.PGmin_old, parts[k].rng_state, shared_bias, stop=STOP_FLAG)
+            rule.PGmin_old, parts[k].rng_state, shared_bias, stop=STOP_FLAG,
+            barrier_spins=spins)
         active, PGmax, PGmin, parity, _, damped, stopped = out
         check_stop()            # Ctrl-C: the sweep ended early
         if stopped:             # (the flag is set after the request: never reached)

@@ -241,3 +241,40 @@ def test_training_with_threads_runs_blas_on_one_thread(n_threads):
                     Messages(False, stream))
         assert blas_threads_now() == before          # restored after training
     assert stream.seen == ({1} if n_threads > 1 else before)
+
+
+def test_usable_cores_counts_the_affinity(monkeypatch):
+    import os
+    n = threads.usable_cores()
+    assert 1 <= n <= (os.cpu_count() or n)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 3, 5}, raising=False)
+    assert threads.usable_cores() == 3
+
+    def no_affinity(pid):
+        raise OSError("not here")
+    monkeypatch.setattr(os, "sched_getaffinity", no_affinity, raising=False)
+    assert threads.usable_cores() == max(1, os.cpu_count() or 1)
+
+
+def test_block_sweeps_give_the_same_model_whatever_the_barrier_spins(monkeypatch):
+    """The barrier's spin count (spin long with a core per thread, yield at once when
+    oversubscribed) changes timing only: -m 2 and -m 3 models are equal bit for bit
+    either way."""
+    import scipy.sparse as sp
+
+    from lcoding.core.options import parse_train_options
+    from lcoding.core.rows import rows_from_sparse
+    from lcoding.linear import cocoa
+    from lcoding.training import train_model
+    rng = np.random.default_rng(0)
+    X = sp.random(3000, 12, density=0.6, random_state=2, format="csr")
+    y = np.where(X @ rng.standard_normal(12) > 0.2, 1.0, 2.0)
+    rows = rows_from_sparse(X)
+    for m in (2, 3):
+        options = parse_train_options(f"-s 1 -L 2 -A 20 -k 4 -u 1 -c 1 -B 1 -m {m} -q")
+        models = []
+        for spins in (0, 100000):
+            monkeypatch.setattr(cocoa, "BARRIER_SPINS", spins)
+            monkeypatch.setattr(cocoa, "BARRIER_SPINS_OVERSUBSCRIBED", spins)
+            models.append(train_model(y, rows, options))
+        assert np.array_equal(models[0].w, models[1].w)
