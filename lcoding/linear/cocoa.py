@@ -49,7 +49,7 @@ from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, ch
                                   map_threads, single_threaded_blas, split_ranges,
                                   usable_cores)
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import at_iteration_cap
+from lcoding.linear.dual_cd import at_iteration_cap, dual_start
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, SolveResult,
                                     coded_nonzeros, coded_nonzeros_bound)
@@ -74,6 +74,12 @@ NEWTON_FINISH_TOL = 0.001
 # the MNIST options, -m 2 against -m 1 over 21 paired trainings, 1.54x at 64 and
 # 1.61x at 128; its -k 8 LL-SVM 1.78x and 1.83x; skin 1.92x and 1.85x
 BLOCK_ROWS = 128
+# ... and at most 1/BLOCKS_PER_PASS of a thread's rows, at least MIN_BLOCK_ROWS: on a
+# small problem a 128-row block is most of a pass, the threads see each other's steps
+# about once per pass, and large-C problems stall (-C on 333 banana rows per fold,
+# C = 128: CV rate 0.75 against 0.87 at -m 1)
+BLOCKS_PER_PASS = 16
+MIN_BLOCK_ROWS = 8
 # reads of the block barrier before a waiting thread yields its core (_barrier.pxd):
 # with a core per thread, spin (a block is tens of microseconds); with more threads
 # than cores, yield almost at once (ijcnn1's MNIST-options LL-SVM on 2 cores, -m 16:
@@ -109,23 +115,33 @@ def subproblem_qd(sqnorm: np.ndarray, diag: np.ndarray, sigma: float) -> np.ndar
     return sigma * sqnorm + diag if sigma != 1.0 else sqnorm + diag
 
 
+def block_rows(n: int, n_parts: int) -> int:
+    """Rows per thread between two merges of the block-synchronous sweep:
+    :data:`BLOCK_ROWS`, or fewer so that a thread's pass has
+    :data:`BLOCKS_PER_PASS` blocks (0: too few rows for blocks)."""
+    rows = min(BLOCK_ROWS, n // (max(1, n_parts) * BLOCKS_PER_PASS))
+    return rows if rows >= MIN_BLOCK_ROWS else 0
+
+
 def use_blocks(prob: BinaryProblem, n_parts: int) -> bool:
     """Whether the ``n_parts`` threads of one in-memory problem use the
     block-synchronous sweep (module doc) rather than CoCoA+'s rounds: when a merge,
-    ``n_parts + 2`` passes over ``W``, costs at most a block's work, ``BLOCK_ROWS``
-    coded rows' dot product and update (a linear or LL-SVM model on few features; a
-    wide ``W`` over sparse rows -- w8a's 200 anchors x 301 features -- keeps the
-    rounds).  The choice depends on the problem and ``n_parts`` only, never on the
-    machine, so the same ``-S`` and ``-m`` give the same model anywhere.  (More
-    threads than cores slow both schemes, the blocks less, as their waiting threads
-    then yield at once (:data:`BARRIER_SPINS_OVERSUBSCRIBED`): ijcnn1's LL-SVM with
-    the MNIST options on 2 cores, ``-m 2 / 3 / 4 / 8 / 16``: 0.16 / 0.20 / 0.20 /
-    0.34 / 1.03 s by blocks, 0.25 / 0.41 / 0.50 / 1.23 / 1.40 s by rounds.)"""
+    ``n_parts + 2`` passes over ``W``, costs at most a block's work, its
+    :func:`block_rows` coded rows' dot product and update (a linear or LL-SVM model on
+    few features; a wide ``W`` over sparse rows -- w8a's 200 anchors x 301 features
+    -- keeps the rounds).  The choice depends on the problem and ``n_parts`` only,
+    never on the machine, so the same ``-S`` and ``-m`` give the same model
+    anywhere.  (More threads than cores slow both schemes, the blocks less, as their
+    waiting threads then yield at once (:data:`BARRIER_SPINS_OVERSUBSCRIBED`):
+    ijcnn1's LL-SVM with the MNIST options on 2 cores, ``-m 2 / 3 / 4 / 8 / 16``:
+    0.16 / 0.20 / 0.20 / 0.34 / 1.03 s by blocks, 0.25 / 0.41 / 0.50 / 1.23 / 1.40 s
+    by rounds.)"""
     n = prob.rows.n_rows
-    if n_parts <= 1 or n < n_parts * BLOCK_ROWS:
+    rows = block_rows(n, n_parts)
+    if n_parts <= 1 or rows == 0:
         return False
     mean_nonzeros = coded_nonzeros_bound(prob) / n       # (no pass over the coding)
-    return (n_parts + 2) * prob.w_size <= 2 * BLOCK_ROWS * mean_nonzeros
+    return (n_parts + 2) * prob.w_size <= 2 * rows * mean_nonzeros
 
 
 def partition_stream(solver_state: np.ndarray, k: int) -> np.ndarray:
@@ -343,10 +359,16 @@ def dual_objective(W: np.ndarray, alpha: np.ndarray, diag: np.ndarray) -> float:
 
 # ------------------------------------------------------------ thread driver
 def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
-                             loss: str, n_parts: int, max_iter: int | None = None
-                             ) -> SolveResult:
-    """:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc` by CoCoA+ over ``n_parts``
-    row partitions, one thread each (module doc)."""
+                             loss: str, n_parts: int, max_iter: int | None = None,
+                             init_alpha: np.ndarray | None = None,
+                             newton_finish: bool = True) -> SolveResult:
+    """:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc` over ``n_parts`` row
+    partitions, one thread each, by the block-synchronous sweep or CoCoA+'s rounds
+    (module doc); ``init_alpha`` as there (a warm start).  Its ``alpha`` is None
+    when the primal Newton steps finished the solve; ``newton_finish=False`` keeps
+    the dual steps to the end (a path of warm starts needs every ``alpha``, and
+    writing the coded rows out for each of its points would cost more than it
+    saves: ``-C`` on 20 000 ijcnn1 rows, 777 solves, 35.5 s with the hand-off)."""
     rows = prob.rows
     n = rows.n_rows
     K = max(1, min(int(n_parts), n))
@@ -356,8 +378,8 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
     anchor_idx, coding_weight = prob.coding_arrays()
     bias, shared_bias = prob.kernel_bias
     sqnorm = row_sqnorms(rows, bias, shared_bias, anchor_idx, coding_weight)
-    alpha = np.zeros(n)
     W = np.zeros(prob.w_size)
+    alpha = dual_start(prob, y, upper, init_alpha, W)
     blocks = use_blocks(prob, K)
     # the threads' own steps unscaled in the blocks (module doc)
     QD = subproblem_qd(sqnorm, diag, 1.0 if blocks else sigma)
@@ -374,14 +396,16 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
                                    params.max_iter if max_iter is None else max_iter, K)
     C = prob.per_row_C()
     n_main = W.shape[0] - (1 if prob.shared_bias else 0)
-    info(f"block-synchronous dual CD: {K} threads, {BLOCK_ROWS} rows per block\n" if blocks
+    B = block_rows(n, K) if blocks else 0
+    info(f"block-synchronous dual CD: {K} threads, {B} rows per block\n" if blocks
          else f"CoCoA+: {K} partitions\n")
     if blocks:
         W_local = np.zeros((K, 2, W.shape[0]))
-        W_base = np.zeros((K, W.shape[0]))
+        W_local[:, 0] = W               # parity 0 holds the start (0, or a warm start)
+        W_base = np.tile(W, (K, 1))
         block_stats = np.zeros((2, K, 4))
-        moved_rows = np.zeros((K, BLOCK_ROWS), dtype=np.int32)
-        moved_alpha_old = np.zeros((K, BLOCK_ROWS))
+        moved_rows = np.zeros((K, B), dtype=np.int32)
+        moved_alpha_old = np.zeros((K, B))
         barrier = np.zeros(2, dtype=np.int64)
         team_state = {"parity": 0, "damped": 0}
         spins = BARRIER_SPINS if K <= usable_cores() else BARRIER_SPINS_OVERSUBSCRIBED
@@ -389,7 +413,7 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
     # the duality gap says the dual lags (the StopRule doc), the primal Newton solver
     # finishes from W with its products in the same threads (a few steps; CoCoA+'s
     # rounds there only shift weight between the partitions' dual variables)
-    newton_finish = (K > 1 and loss == "l2" and prob.coding is not None
+    newton_finish = (newton_finish and K > 1 and loss == "l2" and prob.coding is not None
                      and (coded_nonzeros_bound(prob) <= MATERIALIZE_MAX_NONZEROS
                           or coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS))
 
@@ -398,7 +422,7 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
             rows.data, rows.indices, rows.indptr, rows.n_features, bias, anchor_idx,
             coding_weight, y, QD, diag, upper, alpha, W_local, W_base, block_stats,
             moved_rows[k], moved_alpha_old[k], barrier, k, team_state["parity"],
-            BLOCK_ROWS, parts[k].index, parts[k].active_size, rule.PGmax_old,
+            B, parts[k].index, parts[k].active_size, rule.PGmax_old,
             rule.PGmin_old, parts[k].rng_state, shared_bias, stop=STOP_FLAG,
             barrier_spins=spins)
         active, PGmax, PGmin, parity, _, damped, stopped = out

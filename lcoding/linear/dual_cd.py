@@ -19,6 +19,28 @@ from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, Sol
                                     coded_nonzeros)
 
 
+def dual_start(prob: BinaryProblem, y: np.ndarray, upper: np.ndarray,
+               init_alpha: np.ndarray | None, W: np.ndarray) -> np.ndarray:
+    """The dual CD's starting point: ``alpha = 0`` (LIBLINEAR's), or ``init_alpha``
+    clipped to the box ``[0, U_i]`` with ``W = sum_i y_i alpha_i z_i`` written into
+    ``W`` (zeros on entry) -- a warm start (``-C``'s path along C)."""
+    rows = prob.rows
+    n = rows.n_rows
+    if init_alpha is None:
+        return np.zeros(n)
+    alpha = np.array(init_alpha, dtype=np.float64).reshape(-1)
+    if alpha.shape[0] != n or not np.isfinite(alpha).all():
+        raise ValueError(f"init_alpha: {n} finite values expected")
+    np.clip(alpha, 0.0, upper, out=alpha)
+    anchor_idx, coding_weight = prob.coding_arrays()
+    bias, shared_bias = prob.kernel_bias
+    _dual_cd.dual_w_from_alpha(rows.data, rows.indices, rows.indptr, rows.n_features,
+                               bias, anchor_idx, coding_weight, y, alpha, W, shared_bias,
+                               stop=STOP_FLAG)
+    check_stop()
+    return alpha
+
+
 def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
                        loss: str, max_iter: int | None = None,
                        init_alpha: np.ndarray | None = None) -> SolveResult:
@@ -53,17 +75,7 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
                                bias, anchor_idx, coding_weight, QD, shared_bias)
     QD += diag
     W = np.zeros(prob.w_size)
-    if init_alpha is None:
-        alpha = np.zeros(n)
-    else:
-        alpha = np.array(init_alpha, dtype=np.float64).reshape(-1)
-        if alpha.shape[0] != n or not np.isfinite(alpha).all():
-            raise ValueError(f"init_alpha: {n} finite values expected")
-        np.clip(alpha, 0.0, upper, out=alpha)
-        _dual_cd.dual_w_from_alpha(rows.data, rows.indices, rows.indptr, rows.n_features,
-                                   bias, anchor_idx, coding_weight, y, alpha, W, shared_bias,
-                                   stop=STOP_FLAG)
-        check_stop()
+    alpha = dual_start(prob, y, upper, init_alpha, W)
     index = np.arange(n, dtype=np.int32)
     eps = params.resolved_eps()
     max_iter = params.max_iter if max_iter is None else max_iter

@@ -66,7 +66,7 @@ from lcoding.core.params import CodingType, LLSVMParams, OCCParams
 from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
-from lcoding.linear import dual_cd
+from lcoding.linear import cocoa, dual_cd
 from lcoding.linear.param_search import search_folds
 from lcoding.linear.problem import BinaryProblem, Coding
 from lcoding.local import _knn
@@ -317,14 +317,23 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
             jobs = one_vs_rest_jobs(fold.class_index, fold.nr_class, fold.cost_factor * C, C,
                                     fold.rows.n_rows)
 
-            def solve(job, f=f, setting=setting):
+            # one binary problem and -m N: its rows in N threads (the block-synchronous
+            # dual CD of lcoding.linear.cocoa, warm-started the same way), else the
+            # one-vs-rest problems in N threads
+            row_threads = search.n_threads if len(jobs) == 1 else 1
+
+            def solve(job, f=f, setting=setting, row_threads=row_threads):
                 c_pos, y_pm, Cp, Cn = job
                 prob = setting.problem(y_pm, Cp, Cn, c_pos)
-                res = dual_cd.solve_l2r_l1l2_svc(prob, point, quiet, loss,
-                                                 init_alpha=prev_alpha[f].get(c_pos))
+                start = prev_alpha[f].get(c_pos)
+                if row_threads > 1:
+                    res = cocoa.solve_l2r_l1l2_svc_cocoa(prob, point, quiet, loss, row_threads,
+                                                         init_alpha=start, newton_finish=False)
+                else:
+                    res = dual_cd.solve_l2r_l1l2_svc(prob, point, quiet, loss, init_alpha=start)
                 return c_pos, res
 
-            results = map_threads(solve, jobs, search.n_threads)
+            results = map_threads(solve, jobs, 1 if row_threads > 1 else search.n_threads)
             for c_pos, res in results:
                 prev_alpha[f][c_pos] = res.alpha
             w = np.column_stack([setting.finish(c_pos, res) for c_pos, res in results])

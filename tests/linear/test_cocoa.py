@@ -223,6 +223,14 @@ def test_coded_nonzeros_bound_is_exact_without_zero_weights(banana):
     assert coded_nonzeros_bound(prob) > coded_nonzeros(prob)
 
 
+def test_block_rows_keep_sixteen_blocks_per_thread_and_pass():
+    assert cocoa.block_rows(50000, 2) == cocoa.BLOCK_ROWS == 128
+    assert cocoa.block_rows(3533, 2) == 110            # banana: 3533 // 32
+    assert cocoa.block_rows(333, 2) == 10              # a -C fold of 500 rows
+    assert cocoa.block_rows(200, 2) == 0               # 6 rows a block: too few
+    assert cocoa.block_rows(50000, 4) == 128
+
+
 def test_use_blocks_weighs_the_merge_against_a_block():
     rng = np.random.default_rng(0)
     narrow = rows_from_sparse(sp.random(5000, 20, density=0.5, random_state=1, format="csr"))
@@ -323,7 +331,7 @@ SCHEMES = {True: "block-synchronous dual CD: 2 threads", False: "CoCoA+: 2 parti
 def scheme(request, monkeypatch):
     """Both ways of -m N on one problem: the block-synchronous sweep and CoCoA+'s
     rounds (cocoa.use_blocks decides between them by the problem's shape)."""
-    monkeypatch.setattr(cocoa, "use_blocks", lambda prob, n_parts: request.param)
+    monkeypatch.setattr(cocoa, "use_blocks", lambda prob, n_parts: request.param and n_parts > 1)
     return request.param
 
 
@@ -459,3 +467,31 @@ def test_a_class_weight_of_0_keeps_the_gap_certificate(ijcnn1_sub, options, sche
     # a class that weighs nothing: every training row is predicted as the other class
     assert (m1.labels_from_values(m1.decision_values(rows)) != label).all()
     assert (m2.labels_from_values(m2.decision_values(rows)) != label).all()
+
+
+@pytest.mark.parametrize("loss", ["l1", "l2"])
+def test_warm_start_from_alpha(banana, loss, scheme):
+    """init_alpha: one partition = dual_cd's warm start bit for bit; two threads from
+    a converged dual point stop within two passes at the same W; from a smaller C's
+    solution they reach the cold optimum."""
+    y, rows, _, _ = banana
+    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
+    params = parse_train_options("-s 1 -c 1 -B 1 -e 0.001")
+    cold = solve_l2r_l1l2_svc(_problem(rows, y_pm), params, Messages(True), loss)
+    seq = solve_l2r_l1l2_svc(_problem(rows, y_pm), params, Messages(True), loss,
+                             init_alpha=0.5 * cold.alpha)
+    one = cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows, y_pm), params, Messages(True), loss,
+                                         1, init_alpha=0.5 * cold.alpha)
+    assert np.array_equal(seq.w, one.w) and np.array_equal(seq.alpha, one.alpha)
+    two = cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows, y_pm), params, Messages(True), loss,
+                                         2, init_alpha=cold.alpha)
+    assert two.n_iter <= 2
+    np.testing.assert_allclose(two.w, cold.w, rtol=1e-3, atol=1e-3)
+    small_C = _problem(rows, y_pm, C=0.25)
+    a0 = solve_l2r_l1l2_svc(small_C, params, Messages(True), loss).alpha
+    path = cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows, y_pm), params, Messages(True), loss,
+                                          2, init_alpha=a0)
+    assert abs(path.objective - cold.objective) <= 1e-3 * abs(cold.objective)
+    with pytest.raises(ValueError, match="init_alpha"):
+        cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows, y_pm), params, Messages(True), loss, 2,
+                                       init_alpha=np.zeros(3))

@@ -265,3 +265,34 @@ def test_every_local_coding_is_searched(small, options):
     assert counter["codes"] == 5 * n_settings
     model = train(y[:200], rows.take(np.arange(200)).to_csr(), result.best_options + " -q")
     assert model.get_nr_class() == 2
+
+
+def test_C_search_of_one_binary_problem_splits_its_rows_over_m_threads(small, monkeypatch):
+    """-C -m 2 on a two-class set: every fold's solve along C runs on two threads
+    (lcoding.linear.cocoa, warm-started from the previous C); the same rates as -m 1
+    within a few rows, the same result on every run."""
+    from lcoding.linear import cocoa
+    y, rows = small
+    calls = []
+    real = cocoa.solve_l2r_l1l2_svc_cocoa
+
+    def counting(prob, params, info, loss, n_parts, max_iter=None, init_alpha=None,
+                 newton_finish=True):
+        calls.append((n_parts, init_alpha is not None))
+        return real(prob, params, info, loss, n_parts, max_iter, init_alpha, newton_finish)
+    monkeypatch.setattr(cocoa, "solve_l2r_l1l2_svc_cocoa", counting)
+    options = "-C -L 2 -B 1 -A 12 -k 4 -u 1 -v 3"
+    one = _search(y, rows, options)
+    assert not calls
+    two = _search(y, rows, options + " -m 2")
+    assert calls and {n for n, _ in calls} == {2} and any(warm for _, warm in calls)
+    assert _search(y, rows, options + " -m 2") == two
+    # up to C = 8 the solves converge (a few rows apart); past it both stop at the
+    # pass cap along the path, each at its own point (within 2 % of the rows)
+    rates = {(p.n_anchors, p.coding_param, p.C): p.rate for p in one[1]}
+    shared = [(p.C, abs(rates[k] - p.rate)) for p in two[1]
+              if (k := (p.n_anchors, p.coding_param, p.C)) in rates]
+    assert len(shared) > 50
+    assert max(d for C, d in shared if C <= 8) <= 4.5 / N_SMALL
+    assert max(d for C, d in shared) <= 10.0 / N_SMALL
+    assert abs(one[0].best_rate - two[0].best_rate) <= 10.0 / N_SMALL
