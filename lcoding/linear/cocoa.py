@@ -49,7 +49,8 @@ from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, ch
                                   map_threads, single_threaded_blas, split_ranges,
                                   usable_cores)
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import at_iteration_cap, dual_start
+from lcoding.linear.dual_cd import (at_iteration_cap, dual_start, train_l1loss_svc_dual,
+                                    train_l2loss_svc_dual)
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, SolveResult,
                                     coded_nonzeros, coded_nonzeros_bound)
@@ -86,6 +87,13 @@ MIN_BLOCK_ROWS = 8
 # 1.63 s spinning, CoCoA+'s rounds 0.88 s).  Timing only: the merges are the same.
 BARRIER_SPINS = 4000
 BARRIER_SPINS_OVERSUBSCRIBED = 20
+# a problem with fewer coded non-zeros than this is solved by the sequential solver
+# even at -m N: its passes take microseconds, and thread hand-offs cost more than
+# they share out (-m 2 against -m 1, whole trainings: banana's linear -s 1, 11 000
+# non-zeros, 0.21x; its -L 2 -k 8 LL-SVM, 85 000, 0.67x; magic04's linear, 139 000,
+# 1.0-1.3x; its -L 2 -k 4 LL-SVM, 560 000, 1.2x; ijcnn1's linear, 700 000, 1.4-1.7x).
+# A rule on the problem, never the machine: the same -S and -m, the same model
+PARALLEL_MIN_NONZEROS = 200_000
 
 
 # ------------------------------------------------------------- shared pieces
@@ -529,15 +537,30 @@ COCOA_SOLVERS = {int(SolverType.L2R_L2LOSS_SVC_DUAL): train_l2loss_svc_cocoa,
                  int(SolverType.L2R_L1LOSS_SVC_DUAL): train_l1loss_svc_cocoa}
 
 
+def worth_threads(prob: BinaryProblem) -> bool:
+    """Whether one binary problem is big enough to split its rows over threads
+    (:data:`PARALLEL_MIN_NONZEROS`)."""
+    return coded_nonzeros_bound(prob) >= PARALLEL_MIN_NONZEROS
+
+
+# -s -> the sequential solver a problem too small for threads takes instead
+SEQUENTIAL_SOLVERS = {int(SolverType.L2R_L2LOSS_SVC_DUAL): train_l2loss_svc_dual,
+                      int(SolverType.L2R_L1LOSS_SVC_DUAL): train_l1loss_svc_dual}
+
+
 def parallel_binary_solver(solver_type: int, n_jobs: int, n_threads: int):
-    """The solver a method should use for its binary problems: the CoCoA+ form on
-    ``n_threads`` partitions when there is exactly one binary problem of ``-s 1`` or
-    ``-s 3`` and more than one thread (else None: keep the sequential solver and
-    run the problems in threads)."""
+    """The solver a method should use for its binary problems: the ``n_threads``-thread
+    form (block-synchronous or CoCoA+) when there is exactly one binary problem of
+    ``-s 1`` or ``-s 3`` and more than one thread (else None: keep the sequential
+    solver and run the problems in threads).  A problem below
+    :data:`PARALLEL_MIN_NONZEROS` gets the sequential solver, the ``-m 1`` model."""
     if n_jobs != 1 or n_threads <= 1 or int(solver_type) not in COCOA_SOLVERS:
         return None
     solver = COCOA_SOLVERS[int(solver_type)]
+    sequential = SEQUENTIAL_SOLVERS[int(solver_type)]
 
     def solve(prob, params, info):
+        if not worth_threads(prob):
+            return sequential(prob, params, info)
         return solver(prob, params, info, n_threads)
     return solve

@@ -326,7 +326,7 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
                 c_pos, y_pm, Cp, Cn = job
                 prob = setting.problem(y_pm, Cp, Cn, c_pos)
                 start = prev_alpha[f].get(c_pos)
-                if row_threads > 1:
+                if row_threads > 1 and cocoa.worth_threads(prob):
                     res = cocoa.solve_l2r_l1l2_svc_cocoa(prob, point, quiet, loss, row_threads,
                                                          init_alpha=start, newton_finish=False)
                 else:

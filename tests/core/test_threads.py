@@ -265,11 +265,13 @@ def test_block_sweeps_give_the_same_model_whatever_the_barrier_spins(monkeypatch
     from lcoding.core.options import parse_train_options
     from lcoding.core.rows import rows_from_sparse
     from lcoding.linear import cocoa
+    from lcoding.linear.problem import BinaryProblem, Coding
     from lcoding.training import train_model
     rng = np.random.default_rng(0)
     X = sp.random(3000, 12, density=0.6, random_state=2, format="csr")
     y = np.where(X @ rng.standard_normal(12) > 0.2, 1.0, 2.0)
     rows = rows_from_sparse(X)
+    monkeypatch.setattr(cocoa, "PARALLEL_MIN_NONZEROS", 0)     # 98 000 non-zeros: small
     for m in (2, 3):
         options = parse_train_options(f"-s 1 -L 2 -A 20 -k 4 -u 1 -c 1 -B 1 -m {m} -q")
         models = []
@@ -278,3 +280,7 @@ def test_block_sweeps_give_the_same_model_whatever_the_barrier_spins(monkeypatch
             monkeypatch.setattr(cocoa, "BARRIER_SPINS_OVERSUBSCRIBED", spins)
             models.append(train_model(y, rows, options))
         assert np.array_equal(models[0].w, models[1].w)
+    assert cocoa.use_blocks(BinaryProblem(rows, np.ones(3000, np.int8), 1.0, 1.0, 1.0,
+                                          np.zeros(1, np.uint64), coding=Coding(
+                                              np.zeros((3000, 4), np.int32),
+                                              np.full((3000, 4), 0.25), 20)), 3)

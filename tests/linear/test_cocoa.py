@@ -223,6 +223,19 @@ def test_coded_nonzeros_bound_is_exact_without_zero_weights(banana):
     assert coded_nonzeros_bound(prob) > coded_nonzeros(prob)
 
 
+def test_a_small_problem_keeps_the_sequential_solver_at_m2(banana, ijcnn1_sub):
+    """Below PARALLEL_MIN_NONZEROS coded non-zeros -m 2 is -m 1, model and text; above
+    it the rows go to the threads."""
+    y, rows, _, _ = banana
+    for options in ("-s 1 -c 1 -B 1", "-s 3 -L 2 -A 20 -k 4 -u 1 -c 1 -B 1"):
+        a, out1 = _fit(y, rows, options + " -m 1")
+        b, out2 = _fit(y, rows, options + " -m 2")
+        assert np.array_equal(a.w, b.w) and out1 == out2
+    y, rows, _, _ = ijcnn1_sub                       # 20 000 x 14 = 280 000 non-zeros
+    _, out = _fit(y, rows, "-s 1 -c 1 -B 1 -m 2")
+    assert "block-synchronous dual CD: 2 threads" in out
+
+
 def test_block_rows_keep_sixteen_blocks_per_thread_and_pass():
     assert cocoa.block_rows(50000, 2) == cocoa.BLOCK_ROWS == 128
     assert cocoa.block_rows(3533, 2) == 110            # banana: 3533 // 32
@@ -332,6 +345,7 @@ def scheme(request, monkeypatch):
     """Both ways of -m N on one problem: the block-synchronous sweep and CoCoA+'s
     rounds (cocoa.use_blocks decides between them by the problem's shape)."""
     monkeypatch.setattr(cocoa, "use_blocks", lambda prob, n_parts: request.param and n_parts > 1)
+    monkeypatch.setattr(cocoa, "PARALLEL_MIN_NONZEROS", 0)     # banana too (11 000)
     return request.param
 
 

@@ -281,6 +281,7 @@ def test_C_search_of_one_binary_problem_splits_its_rows_over_m_threads(small, mo
         calls.append((n_parts, init_alpha is not None))
         return real(prob, params, info, loss, n_parts, max_iter, init_alpha, newton_finish)
     monkeypatch.setattr(cocoa, "solve_l2r_l1l2_svc_cocoa", counting)
+    monkeypatch.setattr(cocoa, "PARALLEL_MIN_NONZEROS", 0)     # 333 rows a fold: small
     options = "-C -L 2 -B 1 -A 12 -k 4 -u 1 -v 3"
     one = _search(y, rows, options)
     assert not calls
