@@ -84,7 +84,8 @@ MIN_BLOCK_ROWS = 8
 # reads of the block barrier before a waiting thread yields its core (_barrier.pxd):
 # with a core per thread, spin (a block is tens of microseconds); with more threads
 # than cores, yield almost at once (ijcnn1's MNIST-options LL-SVM on 2 cores, -m 16:
-# 1.63 s spinning, CoCoA+'s rounds 0.88 s).  Timing only: the merges are the same.
+# 1.63 s spinning, 1.03 s yielding, 0.88-1.40 s by CoCoA+'s rounds).  Timing only:
+# the merges are the same.
 BARRIER_SPINS = 4000
 BARRIER_SPINS_OVERSUBSCRIBED = 20
 # a problem with fewer coded non-zeros than this is solved by the sequential solver
