@@ -265,9 +265,11 @@ def dual_cd_block_pass(
         const double[::1] QD,              # IN  ||z_i||^2 + D_ii
         const double[::1] diag,            # IN  D_ii
         const double[::1] upper_bound,     # IN  U_i
-        double[::1] alpha,                 # INOUT shared; this thread writes its rows only
-        double[:, :, ::1] W_local,         # INOUT shared (K, 2, w_size): [thread, parity]
-        double[:, ::1] W_base,             # INOUT (K, w_size): W at the last merge, per thread
+        double[::1] alpha,                 # INOUT this thread's rows (its own copy: no line
+                                           #   shared with another thread's writes)
+        double[:, :, ::1] W_local,         # INOUT shared (K, 2, >= w_size): [thread, parity]
+        double[:, ::1] W_base,             # INOUT (K, >= w_size): W at the last merge
+        Py_ssize_t w_size,                 # IN  the length of W (the rows beyond: padding)
         double[:, :, ::1] block_stats,     # INOUT shared (2, K, 4): [parity, thread, stat]
         int[::1] moved_rows,               # SCRATCH (block_rows,) this thread's
         double[::1] moved_alpha_old,       # SCRATCH (block_rows,) this thread's
@@ -319,15 +321,20 @@ def dual_cd_block_pass(
     rows' terms of ``lin`` and ``quad``, whether its sweep is done, and ``c_k``)
     alternate the same way.  The sweep ends when every thread's sweep is done.
 
+    Every array a thread writes in the sweep is its own, and the driver pads the
+    shared ones so that no cache line holds two threads' entries: ``alpha`` is this
+    thread's copy, ``W_local``'s and ``W_base``'s rows are at least a line longer
+    than ``w_size``.  (With one ``alpha`` for all threads and unpadded rows, the
+    lines two threads wrote in turn cost ijcnn1's linear model twice its sequential
+    time per row.)
+
     Returns ``(active_size, PGmax_new, PGmin_new, parity, blocks, damped, stopped)``:
     ``W_base[thread]`` (= ``W_local[thread, parity]``) holds the merged ``W``;
     ``damped`` counts the merges with ``t < 1``; ``stopped`` is True when the stop
     flag ended the sweep (the driver discards it and raises)."""
     cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
-                                    anchor_idx, coding_weight, shared_bias,
-                                    W_base.shape[1] - 1)
+                                    anchor_idx, coding_weight, shared_bias, w_size - 1)
     cdef Py_ssize_t n_threads = W_local.shape[0]
-    cdef Py_ssize_t w_size = W_base.shape[1]
     cdef Py_ssize_t s = 0, i, j, kk, m, n_moved, steps
     cdef Py_ssize_t blocks = 0, damped = 0
     cdef int tmp
@@ -342,11 +349,14 @@ def dual_cd_block_pass(
     cdef double* nxt
     cdef const double* local0
     cdef const double* local1
-    cdef Py_ssize_t local_stride = 2 * w_size     # W_local[k + 1, p] - W_local[k, p]
+    cdef Py_ssize_t local_stride = 2 * W_local.shape[2]   # W_local[k + 1, p] - W_local[k, p]
     cdef double* base = &W_base[thread, 0]
     cdef uint64_t* state = &rng_state[0]
     cdef const unsigned char* stop_p = stop_pointer(stop)
     cdef int64_t* bar = &barrier[0]
+    if w_size > W_base.shape[1] or w_size > W_local.shape[2] or w_size < 1:
+        raise ValueError(f"w_size {w_size} does not fit W_base {W_base.shape[1]} "
+                         f"/ W_local {W_local.shape[2]}")
 
     with nogil:
         rng_shuffle_prefix(&index[0], active_size, state)

@@ -124,6 +124,13 @@ def subproblem_qd(sqnorm: np.ndarray, diag: np.ndarray, sigma: float) -> np.ndar
     return sigma * sqnorm + diag if sigma != 1.0 else sqnorm + diag
 
 
+def padded(length: int) -> int:
+    """A row length for per-thread arrays: ``length`` rounded up to whole 64-byte
+    lines of doubles, plus one line, so that no line holds two threads' entries
+    whatever the array's alignment."""
+    return ((length + 7) // 8 + 1) * 8
+
+
 def block_rows(n: int, n_parts: int) -> int:
     """Rows per thread between two merges of the block-synchronous sweep:
     :data:`BLOCK_ROWS`, or fewer so that a thread's pass has
@@ -409,12 +416,20 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
     info(f"block-synchronous dual CD: {K} threads, {B} rows per block\n" if blocks
          else f"CoCoA+: {K} partitions\n")
     if blocks:
-        W_local = np.zeros((K, 2, W.shape[0]))
-        W_local[:, 0] = W               # parity 0 holds the start (0, or a warm start)
-        W_base = np.tile(W, (K, 1))
-        block_stats = np.zeros((2, K, 4))
-        moved_rows = np.zeros((K, B), dtype=np.int32)
-        moved_alpha_old = np.zeros((K, B))
+        # every array a thread writes is its own or padded by a cache line beyond its
+        # part (the kernel's doc): W's copies, the dual variables (one copy per thread,
+        # each holding that thread's rows), the scratch and the block statistics
+        w_size = W.shape[0]
+        W_local = np.zeros((K, 2, padded(w_size)))
+        W_local[:, 0, :w_size] = W      # parity 0 holds the start (0, or a warm start)
+        W_base = np.zeros((K, padded(w_size)))
+        W_base[:, :w_size] = W
+        alphas = np.zeros((K, padded(n)))
+        for k in range(K):
+            alphas[k, parts[k].index] = alpha[parts[k].index]
+        block_stats = np.zeros((2, K, 16))
+        moved_rows = np.zeros((K, padded(B)), dtype=np.int32)
+        moved_alpha_old = np.zeros((K, padded(B)))
         barrier = np.zeros(2, dtype=np.int64)
         team_state = {"parity": 0, "damped": 0}
         spins = BARRIER_SPINS if K <= usable_cores() else BARRIER_SPINS_OVERSUBSCRIBED
@@ -426,11 +441,17 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
                      and (coded_nonzeros_bound(prob) <= MATERIALIZE_MAX_NONZEROS
                           or coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS))
 
+    def gather_alpha():
+        """The threads' dual variables into ``alpha`` (each copy holds its rows; done
+        for a duality gap and at the end, not after every pass)."""
+        for k in range(K):
+            alpha[parts[k].index] = alphas[k, parts[k].index]
+
     def local_blocks(k):
         out = _dual_cd.dual_cd_block_pass(
             rows.data, rows.indices, rows.indptr, rows.n_features, bias, anchor_idx,
-            coding_weight, y, QD, diag, upper, alpha, W_local, W_base, block_stats,
-            moved_rows[k], moved_alpha_old[k], barrier, k, team_state["parity"],
+            coding_weight, y, QD, diag, upper, alphas[k], W_local, W_base, w_size,
+            block_stats, moved_rows[k], moved_alpha_old[k], barrier, k, team_state["parity"],
             B, parts[k].index, parts[k].active_size, rule.PGmax_old,
             rule.PGmin_old, parts[k].rng_state, shared_bias, stop=STOP_FLAG,
             barrier_spins=spins)
@@ -469,8 +490,8 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
                                        "ended after different numbers of blocks")
                 team_state["parity"] = pgs[0][2]
                 team_state["damped"] += pgs[0][3]
-                change = w_change(W_base[0], W_base[0] - W)
-                np.copyto(W, W_base[0])
+                change = w_change(W_base[0, :w_size], W_base[0, :w_size] - W)
+                np.copyto(W, W_base[0, :w_size])
             elif K > 1:
                 # u_k = (W~_k - W) / sigma', added in partition order
                 updates = [(work[k] - W) / sigma for k in range(K)]
@@ -480,6 +501,8 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
             action = rule.update(max(pg[0] for pg in pgs), min(pg[1] for pg in pgs),
                                  all(p.active_size == p.n_rows for p in parts), change)
             if action == "gap":
+                if blocks:
+                    gather_alpha()
                 f = decision_values(rows, bias, shared_bias, anchor_idx, coding_weight, W,
                                     n_main, K)
                 primal = 0.5 * float(W @ W) + loss_sum(f, y, C, loss)
@@ -495,6 +518,7 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
     it = rule.rounds
     extra = {"partitions": K, "stop": rule.reason, "blocks": blocks}
     if blocks:
+        gather_alpha()
         extra["damped merges"] = team_state["damped"]
         info(f"\nblock-synchronous dual CD stopped: {rule.reason} "
              f"({team_state['damped']} damped merges)")
