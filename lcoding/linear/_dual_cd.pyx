@@ -270,7 +270,7 @@ def dual_cd_block_pass(
         double[:, :, ::1] W_local,         # INOUT shared (K, 2, >= w_size): [thread, parity]
         double[:, ::1] W_base,             # INOUT (K, >= w_size): W at the last merge
         Py_ssize_t w_size,                 # IN  the length of W (the rows beyond: padding)
-        double[:, :, ::1] block_stats,     # INOUT shared (2, K, 4): [parity, thread, stat]
+        double[:, :, ::1] block_stats,     # INOUT shared (2, K, >= 4): [parity, thread, stat]
         int[::1] moved_rows,               # SCRATCH (block_rows,) this thread's
         double[::1] moved_alpha_old,       # SCRATCH (block_rows,) this thread's
         int64_t[::1] barrier,              # INOUT shared (2,) zeroed: _barrier.pxd
@@ -354,9 +354,17 @@ def dual_cd_block_pass(
     cdef uint64_t* state = &rng_state[0]
     cdef const unsigned char* stop_p = stop_pointer(stop)
     cdef int64_t* bar = &barrier[0]
+    # the shapes the loops below trust (bounds checks are off in the release build)
     if w_size > W_base.shape[1] or w_size > W_local.shape[2] or w_size < 1:
         raise ValueError(f"w_size {w_size} does not fit W_base {W_base.shape[1]} "
                          f"/ W_local {W_local.shape[2]}")
+    if not (0 <= thread < n_threads and W_base.shape[0] == n_threads and W_local.shape[1] == 2
+            and block_stats.shape[0] == 2 and block_stats.shape[1] == n_threads
+            and block_stats.shape[2] >= 4 and 1 <= block_rows <= moved_rows.shape[0]
+            and block_rows <= moved_alpha_old.shape[0] and 0 <= parity <= 1
+            and 0 <= active_size <= index.shape[0] and barrier.shape[0] >= 2):
+        raise ValueError("dual_cd_block_pass: the team's arrays do not match its "
+                         f"{n_threads} threads, thread {thread} or {block_rows}-row blocks")
 
     with nogil:
         rng_shuffle_prefix(&index[0], active_size, state)

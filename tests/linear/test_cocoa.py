@@ -516,3 +516,28 @@ def test_warm_start_from_alpha(banana, loss, scheme):
     with pytest.raises(ValueError, match="init_alpha"):
         cocoa.solve_l2r_l1l2_svc_cocoa(_problem(rows, y_pm), params, Messages(True), loss, 2,
                                        init_alpha=np.zeros(3))
+
+
+def test_block_pass_refuses_arrays_that_do_not_match_the_team(banana):
+    """The kernel's loops trust these shapes (no bounds checks): a mismatch is a
+    ValueError before any work, never a write out of bounds."""
+    y, rows, _, _ = banana
+    n, K, w = rows.n_rows, 2, rows.n_features + 1
+    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
+    diag, upper = cocoa.loss_terms(np.full(n, 1.0), "l2")
+    qd = cocoa.row_sqnorms(rows, 1.0, -1.0, EMPTY_IDX, EMPTY_WEIGHT) + diag
+
+    def call(w_size=w, moved=16, stats=(2, K, 4), thread=0, block=16, active=n):
+        return _dual_cd.dual_cd_block_pass(
+            rows.data, rows.indices, rows.indptr, rows.n_features, 1.0, EMPTY_IDX,
+            EMPTY_WEIGHT, y_pm, qd, diag, upper, np.zeros(n), np.zeros((K, 2, w)),
+            np.zeros((K, w)), w_size, np.zeros(stats), np.zeros(moved, dtype=np.int32),
+            np.zeros(moved), np.zeros(2, dtype=np.int64), thread, 0, block,
+            np.arange(n, dtype=np.int32), active, np.inf, -np.inf,
+            np.array([1], dtype=np.uint64))
+    with pytest.raises(ValueError, match="w_size"):
+        call(w_size=w + 1)
+    for bad in (dict(moved=8), dict(stats=(2, 1, 4)), dict(thread=2), dict(block=0),
+                dict(active=n + 1)):
+        with pytest.raises(ValueError, match="do not match"):
+            call(**bad)
