@@ -350,10 +350,10 @@ def dual_cd_block_pass(
     cdef const double* local0
     cdef const double* local1
     cdef Py_ssize_t local_stride = 2 * W_local.shape[2]   # W_local[k + 1, p] - W_local[k, p]
-    cdef double* base = &W_base[thread, 0]
-    cdef uint64_t* state = &rng_state[0]
+    cdef double* base
+    cdef uint64_t* state
     cdef const unsigned char* stop_p = stop_pointer(stop)
-    cdef int64_t* bar = &barrier[0]
+    cdef int64_t* bar
     # the shapes the loops below trust (bounds checks are off in the release build)
     if w_size > W_base.shape[1] or w_size > W_local.shape[2] or w_size < 1:
         raise ValueError(f"w_size {w_size} does not fit W_base {W_base.shape[1]} "
@@ -365,6 +365,9 @@ def dual_cd_block_pass(
             and 0 <= active_size <= index.shape[0] and barrier.shape[0] >= 2):
         raise ValueError("dual_cd_block_pass: the team's arrays do not match its "
                          f"{n_threads} threads, thread {thread} or {block_rows}-row blocks")
+    base = &W_base[thread, 0]
+    state = &rng_state[0]
+    bar = &barrier[0]
 
     with nogil:
         rng_shuffle_prefix(&index[0], active_size, state)
