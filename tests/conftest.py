@@ -24,6 +24,18 @@ from lcoding.io import datasets
 LCODING_HOME = pathlib.Path(lcoding.__file__).resolve().parents[1]
 
 
+
+MASK64 = (1 << 64) - 1
+
+
+def splitmix64(state):
+    """lcoding/core/_rng.pxd's generator in Python (``state``: a one-item list)."""
+    state[0] = (state[0] + 0x9E3779B97F4A7C15) & MASK64
+    z = state[0]
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
 @contextlib.contextmanager
 def no_hang(seconds: float, what: str = "example"):
     """Fail (instead of hanging the suite) when the block runs longer than ``seconds``

@@ -114,6 +114,17 @@ cdef inline Step coordinate_step(const CodedRows* rows, Py_ssize_t i, const doub
     return st
 
 
+
+cdef inline double merge_pair(const double* local0, const double* local1, const double* base,
+                              double* nxt, Py_ssize_t j) noexcept nogil:
+    # coordinate j of a two-thread merge: nxt = W + u_0 + u_1; returns u_0 u_1 (the
+    # cross term of the dual's change, dual_cd_block_pass)
+    cdef double b = base[j]
+    cdef double u0 = local0[j] - b
+    cdef double u1 = local1[j] - b
+    nxt[j] = b + (u0 + u1)
+    return u0 * u1
+
 def coded_row_sqnorms(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
         Py_ssize_t n_features, double bias,
@@ -341,7 +352,9 @@ def dual_cd_block_pass(
     cdef bint stopped = False, all_done
     cdef Step st
     cdef double d, r_lin, r_quad, r_change, lin, quad, t, b, step
-    cdef double gain, u0, u1, c0, c1, c2, c3
+    cdef double gain, u0, u1
+    cdef double lanes[4]
+    cdef Py_ssize_t r
     cdef double PGmax_new = -INF
     cdef double PGmin_new = INF
     cdef signed char yi
@@ -424,43 +437,19 @@ def dual_cd_block_pass(
                     all_done = False
             nxt = &W_local[thread, 1 - parity, 0]
             local0 = &W_local[0, parity, 0]
-            c0 = 0.0
-            c1 = 0.0
-            c2 = 0.0
-            c3 = 0.0
+            for r in range(4):
+                lanes[r] = 0.0
             if n_threads == 2:
                 local1 = local0 + local_stride
                 j = 0
                 while j + 4 <= w_size:
-                    b = base[j]
-                    u0 = local0[j] - b
-                    u1 = local1[j] - b
-                    c0 += u0 * u1
-                    nxt[j] = b + (u0 + u1)
-                    b = base[j + 1]
-                    u0 = local0[j + 1] - b
-                    u1 = local1[j + 1] - b
-                    c1 += u0 * u1
-                    nxt[j + 1] = b + (u0 + u1)
-                    b = base[j + 2]
-                    u0 = local0[j + 2] - b
-                    u1 = local1[j + 2] - b
-                    c2 += u0 * u1
-                    nxt[j + 2] = b + (u0 + u1)
-                    b = base[j + 3]
-                    u0 = local0[j + 3] - b
-                    u1 = local1[j + 3] - b
-                    c3 += u0 * u1
-                    nxt[j + 3] = b + (u0 + u1)
+                    for r in range(4):
+                        lanes[r] += merge_pair(local0, local1, base, nxt, j + r)
                     j += 4
                 while j < w_size:
-                    b = base[j]
-                    u0 = local0[j] - b
-                    u1 = local1[j] - b
-                    c0 += u0 * u1
-                    nxt[j] = b + (u0 + u1)
+                    lanes[0] += merge_pair(local0, local1, base, nxt, j)
                     j += 1
-                gain += (c0 + c1) + (c2 + c3)
+                gain += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3])
             else:
                 # sum_{k<l} u_k u_l = ((sum_k u_k)^2 - sum_k u_k^2) / 2
                 for j in range(w_size):
@@ -471,9 +460,9 @@ def dual_cd_block_pass(
                         u0 = local0[kk * local_stride + j] - b
                         step += u0
                         u1 += u0 * u0
-                    c0 += step * step - u1
+                    lanes[0] += step * step - u1
                     nxt[j] = b + step
-                gain += 0.5 * c0
+                gain += 0.5 * lanes[0]
             if gain > 0.0:
                 # the added steps raise the objective: the exact minimum along them
                 lin = 0.0

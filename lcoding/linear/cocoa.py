@@ -49,11 +49,11 @@ from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, ch
                                   map_threads, single_threaded_blas, split_ranges,
                                   usable_cores)
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import (at_iteration_cap, dual_start, train_l1loss_svc_dual,
-                                    train_l2loss_svc_dual)
+from lcoding.linear.dual_cd import at_iteration_cap, dual_start
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, SolveResult,
                                     coded_nonzeros, coded_nonzeros_bound)
+from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.local._knn import local_decision_values
 
 INF = float("inf")
@@ -568,11 +568,6 @@ def worth_threads(prob: BinaryProblem) -> bool:
     return coded_nonzeros_bound(prob) >= PARALLEL_MIN_NONZEROS
 
 
-# -s -> the sequential solver a problem too small for threads takes instead
-SEQUENTIAL_SOLVERS = {int(SolverType.L2R_L2LOSS_SVC_DUAL): train_l2loss_svc_dual,
-                      int(SolverType.L2R_L1LOSS_SVC_DUAL): train_l1loss_svc_dual}
-
-
 def parallel_binary_solver(solver_type: int, n_jobs: int, n_threads: int):
     """The solver a method should use for its binary problems: the ``n_threads``-thread
     form (block-synchronous or CoCoA+) when there is exactly one binary problem of
@@ -582,7 +577,7 @@ def parallel_binary_solver(solver_type: int, n_jobs: int, n_threads: int):
     if n_jobs != 1 or n_threads <= 1 or int(solver_type) not in COCOA_SOLVERS:
         return None
     solver = COCOA_SOLVERS[int(solver_type)]
-    sequential = SEQUENTIAL_SOLVERS[int(solver_type)]
+    sequential = BINARY_SOLVERS[int(solver_type)]     # -m 1's solver
 
     def solve(prob, params, info):
         if not worth_threads(prob):

@@ -12,6 +12,7 @@ import threading
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import splitmix64
 
 from lcoding.core.classes import group_classes
 from lcoding.core.messages import Messages
@@ -88,19 +89,12 @@ def test_subproblem_qd_is_exact_at_sigma_one():
 
 
 # ------------------------------------------------ the block-synchronous sweep
-MASK64 = (1 << 64) - 1
-
-
 def _shuffled(index, state):
     """lcoding/core/_rng.pxd's rng_shuffle_prefix over all of ``index`` (splitmix64 and
     Fisher-Yates in Python; ``state``: a one-item list)."""
     index = list(index)
     for s in range(len(index)):
-        state[0] = (state[0] + 0x9E3779B97F4A7C15) & MASK64
-        z = state[0]
-        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-        j = s + (z ^ (z >> 31)) % (len(index) - s)
+        j = s + splitmix64(state) % (len(index) - s)
         index[s], index[j] = index[j], index[s]
     return index
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from conftest import splitmix64
 
 from lcoding.local import _kmeans
 from lcoding.core.rows import as_rows
@@ -87,18 +88,6 @@ def test_kmeanspp_seeds_are_distinct_rows(rng):
     C, chosen = kmeanspp_seed(as_rows(X), 50, 3, rng_state(1, 2))
     assert len(set(chosen.tolist())) == 50      # D^2 never re-picks a chosen row
     np.testing.assert_array_equal(C, X[chosen])
-
-
-MASK64 = (1 << 64) - 1
-
-
-def splitmix64(state):
-    """lcoding/core/_rng.pxd's generator in Python (``state``: a one-item list)."""
-    state[0] = (state[0] + 0x9E3779B97F4A7C15) & MASK64
-    z = state[0]
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
-    return z ^ (z >> 31)
 
 
 def kmeanspp_reference(X, m, seed):
