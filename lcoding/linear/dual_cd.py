@@ -41,14 +41,35 @@ def dual_start(prob: BinaryProblem, y: np.ndarray, upper: np.ndarray,
     return alpha
 
 
+# The lcoding methods' -s 1 (LL-SVM on coded rows, the linear solve on a kernel map's
+# rows; :func:`train_l2loss_svc_dual_switching`) hands over to the primal Newton solver
+# once the dual CD's stopping gap -- the projected-gradient spread PGmax - PGmin that
+# LIBLINEAR stops on at eps -- has not halved in this many passes.  A dual CD that
+# stalls like this runs to the 300-pass cap and then switches anyway: on LETTER's raw
+# 0..15 features every LocallyLinearSVC() class did (the gap fell from 3.9 to 0.23 in 300
+# passes), so did magic04's kernel map at C = 100 and w8a's LL-SVM.  Solves that
+# converge halve it every 3-15 passes (USPS at the defaults: 20-63 passes, none would
+# switch); a gap that halves every 20 passes needs ~100 passes from 4 to LIBLINEAR's 0.1.
+STALL_PASSES = 20
+# ... unless the gap is within this factor of eps (two halvings): a nearly converged
+# solve finishes by its own passes, as LIBLINEAR's does, without writing coded rows out
+# for Newton (600-row USPS one-vs-rest problems stalled at gaps 0.19-0.23 for eps 0.1;
+# the stalls above were at 1-6.4)
+STALL_GAPS = 4.0
+
+
 def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
                        loss: str, max_iter: int | None = None,
-                       init_alpha: np.ndarray | None = None) -> SolveResult:
+                       init_alpha: np.ndarray | None = None,
+                       stall_passes: int | None = None) -> SolveResult:
     """Dual coordinate descent for L2-regularised L1-loss (``loss="l1"``, -s 3)
     or L2-loss (``loss="l2"``, -s 1) SVC, with LIBLINEAR's shrinking and stopping.
 
     Stops when the projected-gradient spread is within ``eps`` on the full set
-    (after unshrinking), or after ``max_iter`` outer iterations.
+    (after unshrinking), or after ``max_iter`` outer iterations, or -- with
+    ``stall_passes`` (None: never, LIBLINEAR's behaviour) -- when that spread has not
+    halved in ``stall_passes`` passes and is still above ``STALL_GAPS * eps``;
+    ``extra["stalled"]`` then says so (``extra["gap"]``: the last pass's spread).
 
     ``init_alpha`` (optional, one value per row): start from this dual point, clipped
     to the box ``[0, U_i]`` of this problem, with ``W`` computed from it -- the warm
@@ -82,6 +103,7 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     active_size = n
     PGmax_old, PGmin_old = np.inf, -np.inf
     it = 0
+    halved_spread, halved_at, stalled = np.inf, 0, False
     while it < max_iter:
         active_size, PGmax_new, PGmin_new = _dual_cd.dual_cd_pass(
             rows.data, rows.indices, rows.indptr, rows.n_features, bias,
@@ -98,6 +120,12 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
             info("*")
             PGmax_old, PGmin_old = np.inf, -np.inf
             continue
+        if stall_passes:
+            if PGmax_new - PGmin_new <= 0.5 * halved_spread:
+                halved_spread, halved_at = PGmax_new - PGmin_new, it
+            elif it - halved_at >= stall_passes and PGmax_new - PGmin_new > STALL_GAPS * eps:
+                stalled = True
+                break
         PGmax_old = PGmax_new if PGmax_new > 0 else np.inf
         PGmin_old = PGmin_new if PGmin_new < 0 else -np.inf
     info(f"\noptimization finished, #iter = {it}\n")
@@ -105,7 +133,8 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
         objective = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
     info(f"Objective value = {objective:f}\n")
     info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
-    return SolveResult(W, it, objective, alpha)
+    return SolveResult(W, it, objective, alpha,
+                       extra={"stalled": stalled, "gap": PGmax_new - PGmin_new if it else np.inf})
 
 
 # What to do when the dual CD of a locally linear model stops at the iteration cap
@@ -118,6 +147,12 @@ LOCAL_CAP_REMEDY = (
     "The locally linear dual CD converges slowly on badly conditioned codes: scale the "
     "features (e.g. to [-1, 1] as svm-scale does), lower -c, raise the LLC ridge -u with "
     "-L 6 or use the Gaussian coding -L 2, or train with -s 30; see docs/llsvm.md\n")
+
+
+def newton_can_follow(prob: BinaryProblem) -> bool:
+    """Whether the primal Newton solver can take over this problem: a linear one, or
+    coded rows small enough to write out (:data:`MATERIALIZE_MAX_NONZEROS`)."""
+    return prob.coding is None or coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS
 
 
 def at_iteration_cap(prob, params, info, res, loss: str, n_threads: int = 1):
@@ -148,6 +183,23 @@ def at_iteration_cap(prob, params, info, res, loss: str, n_threads: int = 1):
 
 def train_l2loss_svc_dual(prob, params, info):
     res = solve_l2r_l1l2_svc(prob, params, info, "l2")
+    if res.n_iter >= params.max_iter:
+        return at_iteration_cap(prob, params, info, res, "l2")
+    return res
+
+
+def train_l2loss_svc_dual_switching(prob, params, info):
+    """``-s 1`` as the lcoding methods run it: LIBLINEAR's dual CD, handed over to the
+    primal Newton solver (from the dual's ``w``, as at the pass cap) when it stalls
+    (:data:`STALL_PASSES`) and Newton can take the problem; the same objective.  The
+    linear method keeps LIBLINEAR's :func:`train_l2loss_svc_dual`, byte for byte."""
+    stall = STALL_PASSES if newton_can_follow(prob) else None
+    res = solve_l2r_l1l2_svc(prob, params, info, "l2", stall_passes=stall)
+    if res.extra.get("stalled"):
+        info(f"\nWARNING: the dual CD's stopping gap ({res.extra['gap']:.3g}, -e "
+             f"{params.resolved_eps():g}) did not halve in {stall} passes\n"
+             f"Switching to use -s 2 (the primal Newton solver)\n\n")
+        return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
     if res.n_iter >= params.max_iter:
         return at_iteration_cap(prob, params, info, res, "l2")
     return res

@@ -552,9 +552,15 @@ def _linear_params(params: TrainParams) -> TrainParams:
     return params.replaced(kernel_type=-1, invariance=0, tangents=0)
 
 
-def _train_linear(y, Z: np.ndarray, params: TrainParams, info, seed_path) -> LinearModel:
+def _train_linear(y, Z: np.ndarray, params: TrainParams, info, seed_path,
+                  newton_when_stalled: bool = False) -> LinearModel:
+    """The linear solver on mapped rows: LIBLINEAR's own (the whitened input space), or
+    with ``newton_when_stalled`` (a kernel map, whose dense well-filled rows often
+    stall the dual CD: magic04's map at C = 100 ran 300 passes, then Newton) the
+    methods' -s 1 that hands over to Newton
+    (:data:`~lcoding.linear.solvers.METHOD_BINARY_SOLVERS`)."""
     model = train_linear_model(y, rows_from_dense(Z, "mapped rows"), _linear_params(params), info,
-                        seed_path=seed_path)
+                               seed_path=seed_path, newton_when_stalled=newton_when_stalled)
     if not isinstance(model, LinearModel):      # pragma: no cover - guarded by -L check
         raise TypeError("the solver after the kernel map must give a linear model")
     return model
@@ -657,7 +663,8 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
         P = ihkpca_map(kernel, X, dX, landmarks, gamma_inv if invariant else 0.0, KX)
         info(f"kernel PCA map: {landmarks.shape[0]} landmarks, {P.shape[0]} components "
              f"({time.perf_counter() - t0:.2f} s)\n")
-        inner = _train_linear(y, rowwise_matmul(KX, P.T), params, info, seed_path)
+        inner = _train_linear(y, rowwise_matmul(KX, P.T), params, info, seed_path,
+                              newton_when_stalled=True)
         r = P.shape[0]
         w = np.vstack([P.T @ inner.w[:r], inner.w[r:]])
         return KernelExpansionModel(inner.solver_type, inner.nr_class, inner.label, d, inner.bias,

@@ -20,8 +20,8 @@ from lcoding.core.threads import map_threads
 from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.problem import BinaryProblem, reported_solve
 from lcoding.linear.sgd import check_sgd_params
-from lcoding.linear.solvers import (BINARY_SOLVERS, MULTICLASS_SOLVERS, ONECLASS_SOLVERS,
-                                    REGRESSION_SOLVERS_TABLE)
+from lcoding.linear.solvers import (BINARY_SOLVERS, METHOD_BINARY_SOLVERS, MULTICLASS_SOLVERS,
+                                    ONECLASS_SOLVERS, REGRESSION_SOLVERS_TABLE)
 
 # -s values this method trains
 SOLVERS = frozenset(BINARY_SOLVERS) | frozenset(MULTICLASS_SOLVERS) \
@@ -43,9 +43,13 @@ def check_linear_params(params: TrainParams) -> None:
 
 def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
                        info: Messages | None = None, seed_path: tuple = (),
-                       sample_weight: np.ndarray | None = None) -> LinearModel:
+                       sample_weight: np.ndarray | None = None, *,
+                       newton_when_stalled: bool = False) -> LinearModel:
     """Train a LIBLINEAR model on validated rows (without the bias column).
-    ``sample_weight`` multiplies each row's C (every solver but -s 4 and -s 21)."""
+    ``sample_weight`` multiplies each row's C (every solver but -s 4 and -s 21).
+    ``newton_when_stalled``: the solvers of
+    :data:`~lcoding.linear.solvers.METHOD_BINARY_SOLVERS` (a method's linear solve on
+    mapped rows) instead of LIBLINEAR's own."""
     check_linear_params(params)
     if sample_weight is not None and int(params.solver_type) in (SolverType.MCSVM_CS,
                                                                  SolverType.ONECLASS_SVM):
@@ -81,7 +85,7 @@ def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
                                             rng_state(seed, PURPOSE_SOLVER, *seed_path, 0))
         return LinearModel(solver_type, nr_class, labels, nr_feature, bias,
                            np.asarray(w).reshape(w_size, nr_class), param=params)
-    solver = BINARY_SOLVERS[solver_type]
+    solver = (METHOD_BINARY_SOLVERS if newton_when_stalled else BINARY_SOLVERS)[solver_type]
     jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
     # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions
     solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads) or solver

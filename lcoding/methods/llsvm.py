@@ -5,7 +5,9 @@ binary problem per class (one-vs-rest, anchors and codes shared), solved by
 
 * ``-s 1`` / ``-s 3``: LIBLINEAR's dual coordinate descent on the implicit
   features z = gamma(x) (x) [x; B] (:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc`
-  fed the coding; the m*d features are never materialised);
+  fed the coding; the m*d features are never materialised), ``-s 1`` handing a
+  stalled solve over to the primal Newton solver
+  (:func:`lcoding.linear.dual_cd.train_l2loss_svc_dual_switching`);
 * ``-s 2``: LIBLINEAR's primal Newton solver on the same objective as ``-s 1``, the
   coded rows written out as CSR (:func:`lcoding.linear.problem.materialized_problem`;
   for problems where the dual CD crawls: many rows, few coded dimensions, small C);
@@ -34,7 +36,7 @@ from lcoding.linear.dual_more import solve_mcsvm_cs
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem, reported_solve
 from lcoding.linear.sgd import check_sgd_params
-from lcoding.linear.solvers import BINARY_SOLVERS
+from lcoding.linear.solvers import METHOD_BINARY_SOLVERS
 from lcoding.local.anchors import learn_anchors
 from lcoding.local.coding import kernel_map_of
 from lcoding.local.kstar import KSTAR_CODING, make_coder
@@ -122,7 +124,7 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
         w = solve_mcsvm_cs(rows, class_index, nr_class, costs, params, info,
                            rng_state(seed, PURPOSE_SOLVER, *seed_path, 0), coding=coding)
     else:
-        solver = BINARY_SOLVERS[solver_type]
+        solver = METHOD_BINARY_SOLVERS[solver_type]
         if solver_type == SolverType.L2R_L2LOSS_SVC:
             # -s 2: the primal Newton solver takes the coded rows written out -- here,
             # in -m threads, once for all one-vs-rest problems (kept by the coding)

@@ -45,7 +45,8 @@ from lcoding.core.options import SGD_SOLVERS, SolverType, TrainParams
 from lcoding.core.params import CodingType, OCCClassifier, OCCParams
 from lcoding.linear.solvers import BINARY_SOLVERS
 from lcoding.linear.problem import BinaryProblem, Coding, SolveResult, reported_solve
-from lcoding.linear.dual_cd import LOCAL_CAP_REMEDY, solve_l2r_l1l2_svc
+from lcoding.linear.dual_cd import (LOCAL_CAP_REMEDY, solve_l2r_l1l2_svc,
+                                    train_l2loss_svc_dual_switching)
 from lcoding.core.messages import Messages
 from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
 from lcoding.core.seeds import PURPOSE_SOLVER, PURPOSE_SVD, rng_state
@@ -417,6 +418,10 @@ def solve_occ_dual(rows: Rows, codes: np.ndarray, y: np.ndarray, C: np.ndarray, 
     prob = BinaryProblem(rows, np.ascontiguousarray(y, dtype=np.int8), 0.0, 0.0, bias, rng_state,
                          coding=Coding(idx, codes, M), sample_C=np.asarray(C, dtype=np.float64),
                          shared_bias=True)
+    if loss == "l2":
+        # a stalled dual CD hands over to the primal Newton solver on the coded rows
+        # written out (when they fit), as LL-SVM's -s 1 does
+        return train_l2loss_svc_dual_switching(prob, params, info)
     res = solve_l2r_l1l2_svc(prob, params, info, loss)
     if res.n_iter >= params.max_iter:
         info("\nWARNING: reaching max number of iterations\n" + LOCAL_CAP_REMEDY + "\n")

@@ -102,3 +102,76 @@ def test_threads_give_the_same_model(shared_data):
     one = train_model(y, as_rows(X), parse_train_options("-s 3 -q -m 1"))
     two = train_model(y, as_rows(X), parse_train_options("-s 3 -q -m 2"))
     np.testing.assert_array_equal(one.w, two.w)
+
+
+# ------------------------------------------- the methods' -s 1: Newton after a stall
+def _offset_problem(C=10.0):
+    """A badly conditioned problem: every row carries a large common component (as
+    LETTER's raw 0..15 features do in each anchor's block), so LIBLINEAR's dual CD
+    runs to its 300-pass cap."""
+    rng = np.random.default_rng(5)
+    X = 30.0 + rng.normal(size=(1500, 6))
+    y = np.where(X[:, 0] - 30 + 0.5 * (X[:, 1] - 30) + 0.7 * rng.normal(size=1500) > 0,
+                 1, -1).astype(np.int8)
+    return X, y, BinaryProblem(as_rows(sp.csr_matrix(X)), y, C, C, 1.0, rng_state(1, 0))
+
+
+def _primal(X, y, w, C):
+    f = np.hstack([X, np.ones((X.shape[0], 1))]) @ w
+    return 0.5 * w @ w + C * (np.maximum(0.0, 1.0 - y * f) ** 2).sum()
+
+
+def test_stalled_dual_cd_hands_over_to_newton(capfd):
+    from lcoding.linear.dual_cd import (STALL_PASSES, train_l2loss_svc_dual,
+                                        train_l2loss_svc_dual_switching)
+    from lcoding.linear.newton import train_l2r_l2loss_svc
+    X, y, _ = _offset_problem()
+    params = parse_train_options("-s 1 -c 10")
+    liblinear = train_l2loss_svc_dual(_offset_problem()[2], params, Messages(False))
+    out = capfd.readouterr().out
+    assert "#iter = 300" in out and "reaching max number of iterations" in out
+    switched = train_l2loss_svc_dual_switching(_offset_problem()[2], params, Messages(False))
+    out = capfd.readouterr().out
+    assert f"#iter = {STALL_PASSES + 1}\n" in out
+    assert f"did not halve in {STALL_PASSES} passes" in out and "Switching to use -s 2" in out
+    # the same objective as LIBLINEAR's cap-then-Newton, to Newton's tolerance
+    best = train_l2r_l2loss_svc(_offset_problem()[2], parse_train_options("-s 2 -c 10 -e 1e-8"),
+                                Messages(True)).w
+    optimum = _primal(X, y, best, 10.0)
+    assert _primal(X, y, switched.w, 10.0) == pytest.approx(optimum, rel=1e-6)
+    assert _primal(X, y, liblinear.w, 10.0) == pytest.approx(optimum, rel=1e-6)
+
+
+def test_stall_rule_leaves_converging_and_nearly_converged_solves_alone():
+    from lcoding.linear.dual_cd import train_l2loss_svc_dual, train_l2loss_svc_dual_switching
+    # a well-conditioned problem converges by its passes: LIBLINEAR's model bit for bit
+    X = sp.random(400, 8, density=0.5, random_state=3, format="csr")
+    y = np.where(X @ np.arange(-4.0, 4.0) > 0, 1, -1).astype(np.int8)
+    params = parse_train_options("-s 1 -c 1 -q")
+    a = train_l2loss_svc_dual(BinaryProblem(as_rows(X), y, 1, 1, 1.0, rng_state(2, 0)), params,
+                              Messages(True))
+    b = train_l2loss_svc_dual_switching(BinaryProblem(as_rows(X), y, 1, 1, 1.0, rng_state(2, 0)),
+                                        params, Messages(True))
+    assert np.array_equal(a.w, b.w) and a.n_iter == b.n_iter
+    # the stalled problem's gap stays near 5 for hundreds of passes: with -e 1 (gap
+    # above 4 eps) a 1-pass stall rule stops, with -e 2 (within 4 eps) it does not
+    for eps, stops in ((1.0, True), (2.0, False)):
+        params = parse_train_options(f"-s 1 -c 10 -e {eps} -q")
+        res = solve_l2r_l1l2_svc(_offset_problem()[2], params, Messages(True), "l2",
+                                 stall_passes=1)
+        plain = solve_l2r_l1l2_svc(_offset_problem()[2], params, Messages(True), "l2")
+        assert res.extra["stalled"] is stops
+        assert np.array_equal(res.w, plain.w) is not stops
+        if stops:
+            assert res.extra["gap"] > 4 * eps and res.n_iter < plain.n_iter
+
+
+def test_local_and_kernel_map_solves_switch_but_the_linear_method_does_not(capfd):
+    # the same stalled rows: LL-SVM (-L 2, one anchor) and the linear method
+    X, y, _ = _offset_problem()
+    rows = as_rows(sp.csr_matrix(X))
+    train_model(y.astype(float), rows, parse_train_options("-s 1 -c 10 -B 1 -L 2 -A 1 -k 1"))
+    assert "did not halve" in capfd.readouterr().out
+    train_model(y.astype(float), rows, parse_train_options("-s 1 -c 10 -B 1"))
+    out = capfd.readouterr().out
+    assert "did not halve" not in out and "#iter = 300" in out

@@ -66,9 +66,22 @@ def test_lib_llsvm_matches_liblinear_on_materialised_features(loss, u, rng, capf
     flush_c_stdout()
     ref = objectives_from_output(capfd.readouterr().out)
     assert len(ours) == len(ref) == 1
-    # the dual is minimised: ours within 1e-4 relative of LIBLINEAR's, or lower (LIBLINEAR
-    # -s 1 may stop at its iteration cap on these badly scaled features)
-    assert ours[0] <= ref[0] + 1e-4 * abs(ref[0]), (ours, ref)
+    if loss == "3":
+        # the dual is minimised: ours within 1e-4 relative of LIBLINEAR's, or lower
+        assert ours[0] <= ref[0] + 1e-4 * abs(ref[0]), (ours, ref)
+    else:
+        # -s 1 on these badly scaled features: LIBLINEAR's dual CD stops at its pass
+        # cap, ours hands the stalled dual over to Newton -- compare the primal objective
+        # 1/2 |w|^2 + C sum max(0, 1 - y f)^2 (bias regularised in both)
+        def primal(w, f, y_pm):
+            return 0.5 * w @ w + 2.0 * (np.maximum(0.0, 1.0 - y_pm * f) ** 2).sum()
+        w_ref, b_ref = ref_model.get_decfun()
+        w_ref = np.append(np.asarray(w_ref), b_ref)
+        f_ref = Z @ w_ref[:-1] + b_ref
+        ours_primal = primal(model.w[:, 0], model.decision_values(as_rows(X))[:, 0],
+                             np.where(yb == model.label[0], 1.0, -1.0))
+        ref_primal = primal(w_ref, f_ref, np.where(yb == ref_model.get_labels()[0], 1.0, -1.0))
+        assert ours_primal <= ref_primal * (1 + 1e-4), (ours_primal, ref_primal)
     # same decision function
     dec = model.decision_values(as_rows(X))[:, 0]
     ref_pred = np.array(liblinearutil.predict(yb, sp.csr_matrix(Z), ref_model, "-q")[0])
