@@ -13,12 +13,13 @@ time budget ``budget_s``:
   -- from the second rung on, the best ``1 / ETA`` by their CV error and those by the
   error their own learning curve expects on the next rung's rows
   (:func:`curve_error`, :func:`_survivors`): a model that gains more from more rows
-  is not dropped for a subsample's ranking;
+  is not dropped for a subsample's ranking; and (a few) within one standard error of
+  the last one kept, which the subsample cannot tell from it;
 * a candidate that fails (e.g. more planes than the rank allows) is skipped with a
   line in the table, never aborting the search;
-* before a rung starts, its cost is predicted from the last rung's (the same
-  work: ``ETA`` times fewer candidates on ``ETA`` times more rows, times
-  :data:`GROWTH` for the superlinear solvers); when it would not fit in what is
+* before a rung starts, its cost is predicted from its candidates' trials in the
+  last rung (``ETA`` times more rows, times :data:`GROWTH` for the superlinear
+  solvers); when it would not fit in what is
   left of the budget, the rung runs only its best-ranked candidates that fit (in
   rank order, passing over a dear one for cheaper ones after it; at least two, else
   the search stops), and within a rung no candidate starts once the budget is
@@ -229,7 +230,7 @@ def curve_error(prev: tuple | None, last: tuple, n_target: int) -> float:
     return e_last * (n_last / n_target) ** slope
 
 
-def _survivors(results: list, keep: int) -> list:
+def _survivors(results: list, keep: int, n_rows: int | None = None) -> list:
     """The candidates that go on from ``results`` = sorted ``(expected error, error,
     candidate)``: those among the best ``keep`` by their error on this rung's rows *or*
     by the error their learning curve expects on the next rung's (:func:`curve_error`),
@@ -237,12 +238,29 @@ def _survivors(results: list, keep: int) -> list:
     more from more rows; it never drops one the subsample ranks high, because a
     curve through two noisy points can mislead: on magic04 the kernel map at ``-c 100``
     was the fourth of 10 at 4226 rows by its error (14.51 %, up from 14.28 %: flat by
-    its curve, the sixth) and the best on all 12 680 rows (12.86 %)."""
+    its curve, the sixth) and the best on all 12 680 rows (12.86 %).
+
+    With ``n_rows`` (the rows the errors were measured on; from the second rung on,
+    as the curves), the candidates whose error is within one standard error
+    ``sqrt(e (1 - e) / n_rows)`` of the last one kept by its error go on as well, the
+    best ``ceil(keep / ETA)`` of them, after the others (so that a tight budget runs
+    them last): the subsample cannot tell them apart.  The same kernel map fell out as
+    the fifth of 10 at 14.72 % against the fourth's 14.60 %, when one standard error
+    there is 0.54 points.  The first rung keeps its plain cut: on its few hundred rows
+    one standard error (1-2 points) would let most candidates through."""
     curve_place = {c: i for i, (_, _, c) in enumerate(results)}
-    error_place = {c: i for i, (_, _, c) in enumerate(sorted(results, key=lambda t: t[1:]))}
+    by_error = sorted(results, key=lambda t: t[1:])
+    error_place = {c: i for i, (_, _, c) in enumerate(by_error)}
     place = {c: min(curve_place[c], error_place[c]) for c in curve_place}
-    return sorted((c for c in place if place[c] < keep),
-                  key=lambda c: (place[c], curve_place[c]))
+    chosen = sorted((c for c in place if place[c] < keep),
+                    key=lambda c: (place[c], curve_place[c]))
+    if n_rows and 0 < keep < len(by_error):
+        last = by_error[keep - 1][1]
+        rate = min(max(last / 100.0, 0.0), 1.0)
+        margin = 100.0 * math.sqrt(rate * (1.0 - rate) / n_rows)
+        ties = [c for _, err, c in by_error[keep:] if err <= last + margin and c not in chosen]
+        chosen += ties[:math.ceil(keep / ETA)]
+    return chosen
 
 
 def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left, info):
@@ -321,11 +339,15 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     out_of_budget = False
     for r, n_r in enumerate(sizes):
         elapsed = time.perf_counter() - t_start
-        if last_cost is not None and elapsed + GROWTH * last_cost > budget_s:
+        # the rung's cost: each survivor's own last trial, ETA times the rows, times
+        # GROWTH (the best-ranked are often the dearest: kernel maps); a rung of 1 / ETA
+        # of the last one's candidates costs GROWTH times the last rung, more when
+        # statistical ties went on (_survivors)
+        predicted = None if last_cost is None else sum(
+            ETA * GROWTH * last_seconds.get(c, 0.0) for c in survivors) / max(1, int(n_threads))
+        if predicted is not None and elapsed + predicted > budget_s:
             # the whole rung does not fit: run its best-ranked candidates that do (at
-            # least two, or there is nothing to compare), else stop.  A candidate's
-            # cost is predicted from its own last trial (ETA times the rows, times
-            # GROWTH): the best-ranked are often the dearest (kernel maps)
+            # least two, or there is nothing to compare), else stop
             left = budget_s - elapsed
             # in rank order, every candidate whose predicted cost still fits (a dear
             # one that does not is passed over for cheaper ones ranked after it:
@@ -339,11 +361,11 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                     spent += cost
             if len(fitting) < 2:
                 notes.append(f"stopped before rung {r} ({len(survivors)} candidates on {n_r} "
-                             f"rows): predicted {GROWTH * last_cost:.1f} s, "
+                             f"rows): predicted {predicted:.1f} s, "
                              f"{budget_s - elapsed:.1f} s left")
                 break
             notes.append(f"rung {r} ran the best {len(fitting)} of its {len(survivors)} "
-                         f"candidates that fit (budget: predicted {GROWTH * last_cost:.1f} s, "
+                         f"candidates that fit (budget: predicted {predicted:.1f} s, "
                          f"{budget_s - elapsed:.1f} s left)")
             survivors = fitting
         ids = np.sort(order[:n_r])
@@ -399,7 +421,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             break
         if results:
             best_complete = (results[0][1], results[0][2], r)
-        survivors = _survivors(results, max(1, math.ceil(len(results) / ETA)))
+        survivors = _survivors(results, max(1, math.ceil(len(results) / ETA)),
+                               n_r if r > 0 else None)
         if not survivors:
             break
     winner = best_complete or first_rung_best
