@@ -49,11 +49,12 @@ from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, ch
                                   map_threads, single_threaded_blas, split_ranges,
                                   usable_cores)
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import at_iteration_cap, dual_start
+from lcoding.linear.dual_cd import (STALL_GAPS, STALL_PASSES, at_iteration_cap, dual_start,
+                                    newton_can_follow)
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, SolveResult,
                                     coded_nonzeros, coded_nonzeros_bound)
-from lcoding.linear.solvers import BINARY_SOLVERS
+from lcoding.linear.solvers import BINARY_SOLVERS, METHOD_BINARY_SOLVERS
 from lcoding.local._knn import local_decision_values
 
 INF = float("inf")
@@ -240,16 +241,23 @@ class StopRule:
     passes' projected gradients are taken at the partitions' working copies of
     ``W``: on one MNIST LL-SVM problem (2 partitions) it stopped with ``P(W)``
     0.25 % above the optimum, gap 3.9e-3 (``docs/scale.md``).  Asking for the gap
-    there instead made small problems whose dual variables lag run to the cap."""
+    there instead made small problems whose dual variables lag run to the cap.
+
+    ``stall_passes`` (None: never): stop with the reason ``"stalled"`` when the
+    projected-gradient spread has not halved in that many rounds and is above
+    ``STALL_GAPS * eps`` -- the sequential dual CD's hand-over to Newton
+    (:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc`), the same rule per round."""
 
     W_TOL_PER_EPS = 0.1
     GAP_TOL_PER_EPS = 0.01
     PATIENCE = 2
 
     def __init__(self, eps: float, max_iter: int, w_tol: float | None = None,
-                 gap_tol: float | None = None):
+                 gap_tol: float | None = None, stall_passes: int | None = None):
         self.eps = float(eps)
         self.max_iter = int(max_iter)
+        self.stall_passes = stall_passes
+        self.halved_spread, self.halved_at = INF, 0
         self.w_tol = w_tol
         self.gap_tol = gap_tol if gap_tol is not None or w_tol is None \
             else self.GAP_TOL_PER_EPS * self.eps
@@ -264,9 +272,11 @@ class StopRule:
         self.reason = ""
 
     @classmethod
-    def for_partitions(cls, eps: float, max_iter: int, n_parts: int) -> "StopRule":
+    def for_partitions(cls, eps: float, max_iter: int, n_parts: int,
+                       stall_passes: int | None = None) -> "StopRule":
         """LIBLINEAR's rule alone for one partition; with the gap check for more."""
-        return cls(eps, max_iter, None if n_parts == 1 else cls.W_TOL_PER_EPS * eps)
+        return cls(eps, max_iter, None if n_parts == 1 else cls.W_TOL_PER_EPS * eps,
+                   stall_passes=stall_passes)
 
     def update(self, PGmax: float, PGmin: float, all_active: bool,
                w_change: float = INF) -> str:
@@ -287,6 +297,12 @@ class StopRule:
             self.unshrinks += 1
             self.PGmax_old, self.PGmin_old = INF, -INF
             return "unshrink"
+        if self.stall_passes:
+            if PGmax - PGmin <= 0.5 * self.halved_spread:
+                self.halved_spread, self.halved_at = PGmax - PGmin, self.rounds
+            elif (self.rounds - self.halved_at >= self.stall_passes
+                  and PGmax - PGmin > STALL_GAPS * eps):
+                return self.stop("stalled")
         self.PGmax_old = PGmax if PGmax > 0 else INF
         self.PGmin_old = PGmin if PGmin < 0 else -INF
         if self.w_tol is not None:
@@ -377,7 +393,8 @@ def dual_objective(W: np.ndarray, alpha: np.ndarray, diag: np.ndarray) -> float:
 def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
                              loss: str, n_parts: int, max_iter: int | None = None,
                              init_alpha: np.ndarray | None = None,
-                             newton_finish: bool = True) -> SolveResult:
+                             newton_finish: bool = True,
+                             stall_passes: int | None = None) -> SolveResult:
     """:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc` over ``n_parts`` row
     partitions, one thread each, by the block-synchronous sweep or CoCoA+'s rounds
     (module doc); ``init_alpha`` as there (a warm start).  Its ``alpha`` is None
@@ -409,7 +426,8 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
                  for k, ids in enumerate(split_rows(n, K, prob.rng_state))]
         work = [] if blocks else [np.empty_like(W) for _ in range(K)]
     rule = StopRule.for_partitions(params.resolved_eps(),
-                                   params.max_iter if max_iter is None else max_iter, K)
+                                   params.max_iter if max_iter is None else max_iter, K,
+                                   stall_passes)
     C = prob.per_row_C()
     n_main = W.shape[0] - (1 if prob.shared_bias else 0)
     B = block_rows(n, K) if blocks else 0
@@ -537,11 +555,20 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
 
 
 def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
-                           n_parts: int) -> SolveResult:
+                           n_parts: int, newton_when_stalled: bool = False) -> SolveResult:
     """``-s 1`` on ``n_parts`` cores; at the round cap as LIBLINEAR's ``-s 1``: the
     primal Newton ``-s 2`` continues (a coded one on its rows written out, its
-    products in ``n_parts`` threads; :func:`~lcoding.linear.dual_cd.at_iteration_cap`)."""
-    res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts)
+    products in ``n_parts`` threads; :func:`~lcoding.linear.dual_cd.at_iteration_cap`).
+    ``newton_when_stalled``: the methods' rule -- Newton takes over as soon as the
+    rounds stall (:data:`~lcoding.linear.dual_cd.STALL_PASSES`), as in
+    :func:`~lcoding.linear.dual_cd.train_l2loss_svc_dual_switching`."""
+    stall = STALL_PASSES if newton_when_stalled and newton_can_follow(prob) else None
+    res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts, stall_passes=stall)
+    if res.extra["stop"] == "stalled":
+        info(f"\nWARNING: the dual CD's stopping gap did not halve in {stall} rounds\n"
+             f"Switching to use -s 2 (the primal Newton solver)\n\n")
+        return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w,
+                                    n_threads=n_parts if prob.coding is not None else 1)
     if res.extra["stop"] == "iteration cap":
         return at_iteration_cap(prob, params, info, res, "l2",
                                 n_parts if prob.coding is not None else 1)
@@ -568,19 +595,25 @@ def worth_threads(prob: BinaryProblem) -> bool:
     return coded_nonzeros_bound(prob) >= PARALLEL_MIN_NONZEROS
 
 
-def parallel_binary_solver(solver_type: int, n_jobs: int, n_threads: int):
+def parallel_binary_solver(solver_type: int, n_jobs: int, n_threads: int,
+                           newton_when_stalled: bool = False):
     """The solver a method should use for its binary problems: the ``n_threads``-thread
     form (block-synchronous or CoCoA+) when there is exactly one binary problem of
     ``-s 1`` or ``-s 3`` and more than one thread (else None: keep the sequential
     solver and run the problems in threads).  A problem below
-    :data:`PARALLEL_MIN_NONZEROS` gets the sequential solver, the ``-m 1`` model."""
+    :data:`PARALLEL_MIN_NONZEROS` gets the sequential solver, the ``-m 1`` model.
+    ``newton_when_stalled``: ``-s 1`` hands a stalled solve over to Newton, as the
+    methods' sequential ``-s 1`` does (:data:`METHOD_BINARY_SOLVERS`)."""
     if n_jobs != 1 or n_threads <= 1 or int(solver_type) not in COCOA_SOLVERS:
         return None
     solver = COCOA_SOLVERS[int(solver_type)]
-    sequential = BINARY_SOLVERS[int(solver_type)]     # -m 1's solver
+    table = METHOD_BINARY_SOLVERS if newton_when_stalled else BINARY_SOLVERS
+    sequential = table[int(solver_type)]     # -m 1's solver
+    extra = {"newton_when_stalled": True} if newton_when_stalled and \
+        int(solver_type) == int(SolverType.L2R_L2LOSS_SVC_DUAL) else {}
 
     def solve(prob, params, info):
         if not worth_threads(prob):
             return sequential(prob, params, info)
-        return solver(prob, params, info, n_threads)
+        return solver(prob, params, info, n_threads, **extra)
     return solve

@@ -88,7 +88,8 @@ def train_linear_model(y: np.ndarray, rows: Rows, params: TrainParams,
     solver = (METHOD_BINARY_SOLVERS if newton_when_stalled else BINARY_SOLVERS)[solver_type]
     jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
     # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions
-    solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads) or solver
+    solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads,
+                                    newton_when_stalled) or solver
     w = np.zeros((w_size, len(jobs)))
 
     def fit(job):

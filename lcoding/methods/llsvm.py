@@ -142,7 +142,8 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
         jobs = one_vs_rest_jobs(class_index, nr_class, costs, params.C, rows.n_rows)
         # one binary -s 1 / -s 3 problem and -m > 1: CoCoA+ over -m row partitions;
         # -s 2: the Newton solver's products over -m row ranges
-        solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads) or solver
+        solver = parallel_binary_solver(solver_type, len(jobs), params.n_threads,
+                                        newton_when_stalled=True) or solver
         if solver_type == SolverType.L2R_L2LOSS_SVC and len(jobs) == 1 and params.n_threads > 1:
             def solver(prob, params, info):
                 return train_l2r_l2loss_svc(prob, params, info, n_threads=params.n_threads)

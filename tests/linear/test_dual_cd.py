@@ -175,3 +175,23 @@ def test_local_and_kernel_map_solves_switch_but_the_linear_method_does_not(capfd
     train_model(y.astype(float), rows, parse_train_options("-s 1 -c 10 -B 1"))
     out = capfd.readouterr().out
     assert "did not halve" not in out and "#iter = 300" in out
+
+
+@pytest.mark.parametrize("n_parts", [2, 3])
+def test_threaded_dual_cd_hands_a_stall_over_to_newton_too(capfd, n_parts):
+    # the -m N forms (block-synchronous sweep here: a narrow W) stop the same way
+    from lcoding.linear.cocoa import train_l2loss_svc_cocoa
+    from lcoding.linear.newton import train_l2r_l2loss_svc
+    X, y, _ = _offset_problem()
+    params = parse_train_options("-s 1 -c 10")
+    capped = train_l2loss_svc_cocoa(_offset_problem()[2], params, Messages(False), n_parts)
+    assert "#iter = 300" in capfd.readouterr().out
+    switched = train_l2loss_svc_cocoa(_offset_problem()[2], params, Messages(False), n_parts,
+                                      newton_when_stalled=True)
+    out = capfd.readouterr().out
+    assert "did not halve in 20 rounds" in out and "#iter = 300" not in out
+    best = train_l2r_l2loss_svc(_offset_problem()[2], parse_train_options("-s 2 -c 10 -e 1e-8"),
+                                Messages(True)).w
+    optimum = _primal(X, y, best, 10.0)
+    assert _primal(X, y, switched.w, 10.0) == pytest.approx(optimum, rel=1e-6)
+    assert _primal(X, y, capped.w, 10.0) == pytest.approx(optimum, rel=1e-6)
