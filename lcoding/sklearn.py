@@ -684,11 +684,11 @@ class LocallyLinearSVC(_LcodingClassifier):
     solver : {'auto', 'dual_cd', 'primal_newton', 'sgd', 'averaged_sgd',
         'crammer_singer'} (-s with loss)
         'auto' (default): 'primal_newton' when there are at least 8 rows per coded
-        weight (``n_anchors * (n_features + 1)``) and the coded rows fit in 768 MB,
-        else 'dual_cd' (``solver_`` says which).
+        weight (``n_anchors * (n_features + 1)``), else 'dual_cd' (``solver_`` says
+        which).
     loss : {None, 'squared_hinge', 'hinge'} (-s with solver)
         dual_cd: squared_hinge -s 1 (default), hinge -s 3; primal_newton: squared
-        hinge -s 2, LIBLINEAR's Newton solver on the coded rows written out (the
+        hinge -s 2, LIBLINEAR's Newton solver, its products on the coded rows (the
         faster one when the dual CD crawls: many rows, few features, a small C);
         SGD: hinge only.
     anchor_init : {'kmeans', 'random', 'kmeans_per_class', 'random_per_class',
@@ -812,8 +812,8 @@ class LocallyLinearSVC(_LcodingClassifier):
             # rows as the coding sees them; the homogeneous maps multiply the features
             # by 2 kernel_map_order + 1, which their proxy rows do not show: dual CD)
             coded_from = km_rows if km_rows is not None else _data(rows, "solver='auto'")
-            st = 2 if km in (0, 3) and newton_suits(coded_from, m, m if code == 3 else k,
-                                                    bool(self.fit_intercept)) else 1
+            st = 2 if km in (0, 3) and newton_suits(coded_from, m, bool(self.fit_intercept)) \
+                else 1
             resolved["solver_"] = "primal_newton" if st == 2 else "dual_cd"
         u, data_u = self._coding_param(code, rows, m, k, seed, km_rows)
         if data_u:

@@ -139,48 +139,6 @@ def coded_row_sqnorms(
             out[i] = coded_sqnorm(&rows, i)
 
 
-def coded_rows_fill(
-        const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
-        Py_ssize_t n_features, double bias,
-        const int[:, ::1] anchor_idx, const double[:, ::1] coding_weight,  # IN, anchors ascending per row
-        double shared_bias, Py_ssize_t shared_bias_pos,
-        const int64_t[::1] Z_indptr,       # IN  (n + 1,) from the callers' counts
-        double[::1] Z_data,                # OUT
-        int[::1] Z_indices,                # OUT
-        Py_ssize_t start, Py_ssize_t stop):  # the rows written (threads take ranges)
-    """z_i written out as CSR (what the primal Newton solver takes): for every anchor
-    a_ij with a non-zero weight g_ij, in the row's (ascending) anchor order, the
-    entries g_ij x_ic at columns a_ij * stride + c, then g_ij B at a_ij * stride +
-    n_features when B >= 0; the shared bias B' at ``shared_bias_pos`` last.  Columns
-    come out sorted when the anchors of each row are ascending."""
-    cdef CodedRows rows = make_rows(X_data, X_indices, X_indptr, n_features, bias,
-                                    anchor_idx, coding_weight, shared_bias, shared_bias_pos)
-    cdef Py_ssize_t i, j, base, a
-    cdef int64_t p, q
-    cdef double g
-    with nogil:
-        for i in range(start, stop):
-            q = Z_indptr[i]
-            base = i * rows.k
-            for j in range(rows.k):
-                g = rows.coding_weight[base + j]
-                if g == 0.0:
-                    continue
-                a = rows.anchor_idx[base + j] * rows.stride
-                for p in range(X_indptr[i], X_indptr[i + 1]):
-                    Z_data[q] = g * X_data[p]
-                    Z_indices[q] = <int>(a + X_indices[p])
-                    q += 1
-                if bias >= 0:
-                    Z_data[q] = g * bias
-                    Z_indices[q] = <int>(a + n_features)
-                    q += 1
-            if shared_bias >= 0:
-                Z_data[q] = shared_bias
-                Z_indices[q] = <int>shared_bias_pos
-                q += 1
-
-
 def dual_cd_pass(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN
         Py_ssize_t n_features, double bias,

@@ -49,11 +49,9 @@ from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, ch
                                   map_threads, single_threaded_blas, split_ranges,
                                   usable_cores)
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import (STALL_GAPS, STALL_PASSES, at_iteration_cap, dual_start,
-                                    newton_can_follow)
+from lcoding.linear.dual_cd import STALL_GAPS, STALL_PASSES, at_iteration_cap, dual_start
 from lcoding.linear.newton import train_l2r_l2loss_svc
-from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, SolveResult,
-                                    coded_nonzeros, coded_nonzeros_bound)
+from lcoding.linear.problem import BinaryProblem, SolveResult, coded_nonzeros_bound
 from lcoding.linear.solvers import BINARY_SOLVERS, METHOD_BINARY_SOLVERS
 from lcoding.local._knn import local_decision_values
 
@@ -451,13 +449,11 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
         barrier = np.zeros(2, dtype=np.int64)
         team_state = {"parity": 0, "damped": 0}
         spins = BARRIER_SPINS if K <= usable_cores() else BARRIER_SPINS_OVERSUBSCRIBED
-    # a coded -s 1 problem whose rows can be written out: when W has stopped moving but
-    # the duality gap says the dual lags (the StopRule doc), the primal Newton solver
-    # finishes from W with its products in the same threads (a few steps; CoCoA+'s
-    # rounds there only shift weight between the partitions' dual variables)
-    newton_finish = (newton_finish and K > 1 and loss == "l2" and prob.coding is not None
-                     and (coded_nonzeros_bound(prob) <= MATERIALIZE_MAX_NONZEROS
-                          or coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS))
+    # a coded -s 1 problem: when W has stopped moving but the duality gap says the dual
+    # lags (the StopRule doc), the primal Newton solver finishes from W with its
+    # products in the same threads (a few steps; CoCoA+'s rounds there only shift
+    # weight between the partitions' dual variables)
+    newton_finish = newton_finish and K > 1 and loss == "l2" and prob.coding is not None
 
     def gather_alpha():
         """The threads' dual variables into ``alpha`` (each copy holds its rows; done
@@ -557,12 +553,12 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
 def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,
                            n_parts: int, newton_when_stalled: bool = False) -> SolveResult:
     """``-s 1`` on ``n_parts`` cores; at the round cap as LIBLINEAR's ``-s 1``: the
-    primal Newton ``-s 2`` continues (a coded one on its rows written out, its
-    products in ``n_parts`` threads; :func:`~lcoding.linear.dual_cd.at_iteration_cap`).
+    primal Newton ``-s 2`` continues (a coded one with its products on the coded rows
+    in ``n_parts`` threads; :func:`~lcoding.linear.dual_cd.at_iteration_cap`).
     ``newton_when_stalled``: the methods' rule -- Newton takes over as soon as the
     rounds stall (:data:`~lcoding.linear.dual_cd.STALL_PASSES`), as in
     :func:`~lcoding.linear.dual_cd.train_l2loss_svc_dual_switching`."""
-    stall = STALL_PASSES if newton_when_stalled and newton_can_follow(prob) else None
+    stall = STALL_PASSES if newton_when_stalled else None
     res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts, stall_passes=stall)
     if res.extra["stop"] == "stalled":
         info(f"\nWARNING: the dual CD's stopping gap did not halve in {stall} rounds\n"

@@ -15,8 +15,7 @@ from lcoding.core.messages import Messages
 from lcoding.core.options import TrainParams
 from lcoding.core.threads import STOP_FLAG, check_stop
 from lcoding.linear.newton import train_l2r_l2loss_svc
-from lcoding.linear.problem import (MATERIALIZE_MAX_NONZEROS, BinaryProblem, SolveResult,
-                                    coded_nonzeros)
+from lcoding.linear.problem import BinaryProblem, SolveResult
 
 
 def dual_start(prob: BinaryProblem, y: np.ndarray, upper: np.ndarray,
@@ -52,9 +51,8 @@ def dual_start(prob: BinaryProblem, y: np.ndarray, upper: np.ndarray,
 # switch); a gap that halves every 20 passes needs ~100 passes from 4 to LIBLINEAR's 0.1.
 STALL_PASSES = 20
 # ... unless the gap is within this factor of eps (two halvings): a nearly converged
-# solve finishes by its own passes, as LIBLINEAR's does, without writing coded rows out
-# for Newton (600-row USPS one-vs-rest problems stalled at gaps 0.19-0.23 for eps 0.1;
-# the stalls above were at 1-6.4)
+# solve finishes by its own passes, as LIBLINEAR's does (600-row USPS one-vs-rest
+# problems stalled at gaps 0.19-0.23 for eps 0.1; the stalls above were at 1-6.4)
 STALL_GAPS = 4.0
 
 
@@ -138,8 +136,7 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
 
 
 # What to do when the dual CD of a locally linear model stops at the iteration cap
-# and cannot switch to the primal -s 2 (L1 loss, or coded rows too large to write
-# out).  The dual CD slows down when the implicit features gamma(x) (x) [x; B] are
+# and cannot switch to the primal -s 2 (the L1 loss, -s 3).  The dual CD slows down when the implicit features gamma(x) (x) [x; B] are
 # badly conditioned: unscaled inputs with a large common component (LETTER's raw
 # 0..15 values), or LLC weights of mixed sign (-L 6 with a small ridge).  The model is still usable (the weights of the
 # last pass), as LIBLINEAR's is.  docs/llsvm.md, "Scaling the inputs" and "Speed and memory".
@@ -149,23 +146,16 @@ LOCAL_CAP_REMEDY = (
     "-L 6 or use the Gaussian coding -L 2, or train with -s 30; see docs/llsvm.md\n")
 
 
-def newton_can_follow(prob: BinaryProblem) -> bool:
-    """Whether the primal Newton solver can take over this problem: a linear one, or
-    coded rows small enough to write out (:data:`MATERIALIZE_MAX_NONZEROS`)."""
-    return prob.coding is None or coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS
-
-
 def at_iteration_cap(prob, params, info, res, loss: str, n_threads: int = 1):
     """LIBLINEAR's answer when the dual CD (or its CoCoA+ form) stopped at the pass
     cap: ``-s 1`` continues by the primal Newton solver from the dual's ``w`` (with a
-    warning) -- a local model too, on its coded rows written out, when they take at
-    most :data:`~lcoding.linear.problem.MATERIALIZE_MAX_NONZEROS` non-zeros (skin's
-    LL-SVM at LocallyLinearSVC()'s defaults: the primal objective 8.01 after 300
-    passes, 3.38 after 4 Newton steps, 0.12 s); ``-s 3`` warns; a local model
-    that cannot switch warns with :data:`LOCAL_CAP_REMEDY`.  ``n_threads``: the
-    threads of a coded problem's Newton steps (CoCoA+'s partitions)."""
+    warning) -- a local model too, its products on the coded rows (skin's LL-SVM at
+    LocallyLinearSVC()'s defaults: the primal objective 8.01 after 300 passes, 3.38
+    after 4 Newton steps, 0.12 s); ``-s 3`` warns, a local model with
+    :data:`LOCAL_CAP_REMEDY`.  ``n_threads``: the threads of a coded problem's Newton
+    steps (CoCoA+'s partitions)."""
     if prob.coding is not None:
-        if loss == "l2" and coded_nonzeros(prob) <= MATERIALIZE_MAX_NONZEROS:
+        if loss == "l2":
             info("\nWARNING: reaching max number of iterations\nSwitching to use -s 2 "
                  "(the primal Newton solver on the coded rows)\n\n")
             return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w,
@@ -191,9 +181,9 @@ def train_l2loss_svc_dual(prob, params, info):
 def train_l2loss_svc_dual_switching(prob, params, info):
     """``-s 1`` as the lcoding methods run it: LIBLINEAR's dual CD, handed over to the
     primal Newton solver (from the dual's ``w``, as at the pass cap) when it stalls
-    (:data:`STALL_PASSES`) and Newton can take the problem; the same objective.  The
+    (:data:`STALL_PASSES`); the same objective.  The
     linear method keeps LIBLINEAR's :func:`train_l2loss_svc_dual`, byte for byte."""
-    stall = STALL_PASSES if newton_can_follow(prob) else None
+    stall = STALL_PASSES
     res = solve_l2r_l1l2_svc(prob, params, info, "l2", stall_passes=stall)
     if res.extra.get("stalled"):
         info(f"\nWARNING: the dual CD's stopping gap ({res.extra['gap']:.3g}, -e "

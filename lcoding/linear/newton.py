@@ -35,7 +35,7 @@ from scipy.special import xlogy
 
 from lcoding.linear import _dual_cd, _dual_lr, _newton
 from lcoding.core.options import SolverType, TrainParams
-from lcoding.linear.problem import BinaryProblem, SolveResult, materialized_problem
+from lcoding.linear.problem import BinaryProblem, SolveResult
 from lcoding.core.messages import Messages
 from lcoding.core.threads import ThreadTeam, check_stop, single_threaded_blas
 
@@ -65,13 +65,14 @@ def primal_tolerance(prob: BinaryProblem, params: TrainParams, regression: bool,
 
 
 def _require_linear(prob: BinaryProblem, solver_type: int) -> BinaryProblem:
-    """The problem the Newton solver runs on: a coded ``-s 2`` problem as its coded
-    rows written out (:func:`~lcoding.linear.problem.materialized_problem`; the same
-    objective, ``w`` = the coded ``W``); other coded problems are refused."""
+    """The problem the Newton solver runs on: a linear one, or a coded ``-s 2`` one
+    (the objective reads its coded rows in place, :func:`_objective_for`: the same
+    objective as on the rows ``z_i`` written out, ``w`` = the coded ``W``); other
+    coded problems are refused."""
     if prob.coding is None and not prob.shared_bias:
         return prob
     if solver_type == int(SolverType.L2R_L2LOSS_SVC):
-        return materialized_problem(prob)
+        return prob
     raise ValueError(
         f"-s {solver_type} ({SolverType(solver_type).name}): the primal Newton solver trains "
         f"plain linear models and -s 2 on coded rows only; use a dual or SGD solver with a "
@@ -91,15 +92,35 @@ def _objective_for(prob: BinaryProblem, params: TrainParams, loss: int,
     else:
         y = np.where(np.asarray(prob.y) > 0, 1.0, -1.0)
         C = np.ascontiguousarray(prob.per_row_C(), dtype=np.float64)
+    bias = float(prob.bias)
+    coding = {}
+    if prob.coding is not None or prob.shared_bias:
+        # coded rows, read in place: never written out (ijcnn1's LL-SVM at the
+        # defaults: 18 M coded non-zeros, 220 MB and 0.1-0.3 s to write, and the
+        # products 1.7x slower on them)
+        anchor_idx, coding_weight = prob.coding_arrays()
+        if not anchor_idx.shape[0]:
+            # no coding (a shared bias only): the one-anchor coding gamma = [1]
+            anchor_idx = np.zeros((rows.n_rows, 1), dtype=np.int32)
+            coding_weight = np.ones((rows.n_rows, 1))
+        bias, shared_bias = prob.kernel_bias
+        if prob.shared_bias and shared_bias < 0:
+            # a shared-bias problem without -B keeps the slot (w_size), a value of 0:
+            # its weight stays 0
+            shared_bias = 0.0
+        coding = {"anchor_idx": anchor_idx, "coding_weight": coding_weight,
+                  "n_anchors": prob.n_anchors, "shared_bias": float(shared_bias)}
     bounds = [rows.n_rows * k // n_parts for k in range(n_parts + 1)]
     parts = []
     for a, b in zip(bounds[:-1], bounds[1:]):
         p0, p1 = int(rows.indptr[a]), int(rows.indptr[b])
         indptr = rows.indptr if n_parts == 1 else np.ascontiguousarray(rows.indptr[a:b + 1] - p0)
+        own = coding if not coding or n_parts == 1 else dict(
+            coding, anchor_idx=coding["anchor_idx"][a:b], coding_weight=coding["coding_weight"][a:b])
         parts.append(_newton.ErmObjective(
             rows.data[p0:p1], rows.indices[p0:p1], indptr, rows.n_features,
-            float(prob.bias), y[a:b], C[a:b], loss, float(params.p),
-            bool(params.regularize_bias)))
+            float(bias), y[a:b], C[a:b], loss, float(params.p),
+            bool(params.regularize_bias), **own))
     return parts
 
 
@@ -307,7 +328,7 @@ def _solve_primal(prob: BinaryProblem, params: TrainParams, info: Messages, loss
 
 
 def _newton_solve(prob, params, info, fun, regression, tol_scale, init_w) -> SolveResult:
-    w = np.zeros(prob.stride)
+    w = np.zeros(prob.w_size)
     if init_w is not None:
         init_w = np.asarray(init_w, dtype=np.float64).reshape(-1)
         if init_w.shape[0] != w.shape[0]:

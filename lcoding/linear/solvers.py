@@ -4,7 +4,7 @@
   weight vector for +1/-1 targets; multi-class problems run them one-vs-rest.
   ``-s 1, 3`` (and the SGD ``-s 30, 32``) also train locally linear models
   (a :class:`~lcoding.linear.problem.BinaryProblem` with a coding), and ``-s 2``
-  too, on the coded rows written out.
+  too, its products on the coded rows.
 * ``METHOD_BINARY_SOLVERS``: the same table as the lcoding methods run it (LL-SVM,
   the linear solve on a kernel map): ``-s 1`` hands over to the primal Newton solver
   when its dual CD stalls (:func:`~lcoding.linear.dual_cd.train_l2loss_svc_dual_switching`);

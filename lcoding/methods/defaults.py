@@ -16,7 +16,6 @@ import numpy as np
 
 from lcoding.core.options import float_text
 from lcoding.core.rows import Rows
-from lcoding.linear.problem import MATERIALIZE_MAX_NONZEROS
 
 AUTO_ANCHORS_MIN = 16
 AUTO_ANCHORS_MAX = 200
@@ -27,7 +26,7 @@ C_SCALE_FACTOR = 100.0
 C_SCALE_BY = "variance"
 # LocallyLinearSVC()'s nearest anchors per row
 DEFAULT_NEIGHBORS = 16
-# solver='auto': the primal Newton solver (-s 2, the coded rows written out) when there
+# solver='auto': the primal Newton solver (-s 2, on the coded rows) when there
 # are at least this many rows per coded weight, else the dual CD (-s 1).  Both minimise
 # the same objective; on the shared training sets at the defaults the Newton solver
 # was 1.4-7.5x faster at 10-204 rows per weight (ijcnn1, magic04, banana, skin) and
@@ -114,14 +113,11 @@ def scale_beta(rows: Rows, n_anchors: int, k: int, seed: int) -> float:
     return BETA_SCALE_FACTOR / anchor_distance_scale(rows, n_anchors, k, seed)
 
 
-def newton_suits(rows: Rows, n_anchors: int, k: int, intercept: bool) -> bool:
+def newton_suits(rows: Rows, n_anchors: int, intercept: bool) -> bool:
     """``solver='auto'``: whether the primal Newton solver (``-s 2``) should train
-    this LL-SVM -- at least :data:`NEWTON_ROWS_PER_WEIGHT` rows per coded weight,
-    and the coded rows small enough to write out."""
+    this LL-SVM -- at least :data:`NEWTON_ROWS_PER_WEIGHT` rows per coded weight."""
     weights = n_anchors * (rows.n_features + (1 if intercept else 0))
-    nonzeros = k * (rows.data.size + (rows.n_rows if intercept else 0))
-    return (rows.n_rows >= NEWTON_ROWS_PER_WEIGHT * weights
-            and nonzeros <= MATERIALIZE_MAX_NONZEROS)
+    return rows.n_rows >= NEWTON_ROWS_PER_WEIGHT * weights
 
 
 def llsvm_default_options(rows: Rows, n_classes: int, seed: int) -> str:
@@ -131,6 +127,6 @@ def llsvm_default_options(rows: Rows, n_classes: int, seed: int) -> str:
     m = auto_anchors(rows.n_rows, n_classes)
     k = min(DEFAULT_NEIGHBORS, m)
     beta = scale_beta(rows, m, k, seed)
-    s = 2 if newton_suits(rows, m, k, True) else 1
+    s = 2 if newton_suits(rows, m, True) else 1
     return (f"-s {s} -L 2 -A {m} -k {k} -u {float_text(beta)} -a 0 "
             f"-c {float_text(scale_C(rows, 1.0))} -B 1")

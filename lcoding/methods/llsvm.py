@@ -8,9 +8,9 @@ binary problem per class (one-vs-rest, anchors and codes shared), solved by
   fed the coding; the m*d features are never materialised), ``-s 1`` handing a
   stalled solve over to the primal Newton solver
   (:func:`lcoding.linear.dual_cd.train_l2loss_svc_dual_switching`);
-* ``-s 2``: LIBLINEAR's primal Newton solver on the same objective as ``-s 1``, the
-  coded rows written out as CSR (:func:`lcoding.linear.problem.materialized_problem`;
-  for problems where the dual CD crawls: many rows, few coded dimensions, small C);
+* ``-s 2``: LIBLINEAR's primal Newton solver on the same objective as ``-s 1``, its
+  products on the coded rows (:class:`lcoding.linear._newton.ErmObjective`; for
+  problems where the dual CD crawls: many rows, few coded dimensions, small C);
 * ``-s 4``: Crammer-Singer on the same implicit features, one joint problem;
 * ``-s 30`` / ``-s 32``: the paper's SGD (:mod:`lcoding.linear.sgd`).
 
@@ -34,7 +34,7 @@ from lcoding.core.threads import map_threads, single_threaded_blas
 from lcoding.linear.cocoa import parallel_binary_solver
 from lcoding.linear.dual_more import solve_mcsvm_cs
 from lcoding.linear.newton import train_l2r_l2loss_svc
-from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem, reported_solve
+from lcoding.linear.problem import BinaryProblem, Coding, reported_solve
 from lcoding.linear.sgd import check_sgd_params
 from lcoding.linear.solvers import METHOD_BINARY_SOLVERS
 from lcoding.local.anchors import learn_anchors
@@ -125,11 +125,6 @@ def train_local_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Mess
                            rng_state(seed, PURPOSE_SOLVER, *seed_path, 0), coding=coding)
     else:
         solver = METHOD_BINARY_SOLVERS[solver_type]
-        if solver_type == SolverType.L2R_L2LOSS_SVC:
-            # -s 2: the primal Newton solver takes the coded rows written out -- here,
-            # in -m threads, once for all one-vs-rest problems (kept by the coding)
-            materialized_problem(BinaryProblem(rows, np.ones(rows.n_rows, np.int8), 1.0, 1.0,
-                                               bias, None, coding=coding), params.n_threads)
 
         def solve(job) -> np.ndarray:
             c_pos, y_pm, Cp, Cn = job

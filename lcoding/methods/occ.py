@@ -419,8 +419,8 @@ def solve_occ_dual(rows: Rows, codes: np.ndarray, y: np.ndarray, C: np.ndarray, 
                          coding=Coding(idx, codes, M), sample_C=np.asarray(C, dtype=np.float64),
                          shared_bias=True)
     if loss == "l2":
-        # a stalled dual CD hands over to the primal Newton solver on the coded rows
-        # written out (when they fit), as LL-SVM's -s 1 does
+        # a stalled dual CD hands over to the primal Newton solver on the coded rows,
+        # as LL-SVM's -s 1 does
         return train_l2loss_svc_dual_switching(prob, params, info)
     res = solve_l2r_l1l2_svc(prob, params, info, loss)
     if res.n_iter >= params.max_iter:

@@ -503,3 +503,87 @@ def test_newton_in_threads_reaches_the_same_model(shared_data):
     again = train_l2r_l2loss_svc(prob, params, Messages(True), n_threads=2)
     np.testing.assert_array_equal(two.w, again.w)          # the same for the same -m
     np.testing.assert_allclose(two.w, one.w, rtol=1e-6, atol=1e-8 * np.abs(one.w).max())
+
+
+def _written_out(prob):
+    """z_i = gamma(x_i) (x) [x_i; B] (and the shared bias last) of every row, dense."""
+    X = prob.rows.to_csr().toarray()
+    n, d = X.shape
+    bias, shared = prob.kernel_bias
+    idx, wt = prob.coding_arrays()
+    block = np.hstack([X, np.full((n, 1), bias)]) if bias >= 0 else X
+    stride = block.shape[1]
+    Z = np.zeros((n, prob.w_size))
+    for j in range(idx.shape[1]):
+        for i in range(n):
+            a = idx[i, j] * stride
+            Z[i, a:a + stride] += wt[i, j] * block[i]
+    if shared >= 0:
+        Z[:, -1] = shared
+    return Z
+
+
+def _objective_calls(fun, w, s):
+    """Every evaluation of an objective at w along s: f, g, Hs, diag(H), the trial loss."""
+    g, Hs, M = np.empty(fun.n_vars), np.empty(fun.n_vars), np.empty(fun.n_vars)
+    f = fun.value(w)
+    fun.gradient(w, g)
+    fun.hessian_vector(s, Hs)
+    fun.diag_preconditioner(M)
+    fun.set_direction(s)
+    return f, g, Hs, M, fun.loss_at_step(0.3)
+
+
+@pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])
+@pytest.mark.parametrize("bias,shared", [(1.0, False), (-1.0, False), (2.0, True)])
+@pytest.mark.parametrize("n_parts", [1, 3])
+def test_coded_objective_equals_it_on_the_rows_written_out(shared_data, loss, bias, shared,
+                                                           n_parts):
+    """-s 2 on a local coding: the objective reads the coded rows in place; f, g, Hs,
+    diag(H) and the line search's loss equal those of the plain objective on the rows
+    written out (in NumPy), for per-anchor and shared biases, per-row C, zero coding
+    weights and row ranges (threads)."""
+    from lcoding.core.threads import ThreadTeam
+    from lcoding.linear import newton as nt
+    y, X = subsample(shared_data, "ijcnn1", 2000)
+    rows = as_rows(X)
+    rng = np.random.default_rng(5)
+    # 3 distinct anchors of 7 per row, in no particular order (as a coding's nearest)
+    idx = np.ascontiguousarray(np.argsort(rng.random((rows.n_rows, 7)), axis=1)[:, :3],
+                               dtype=np.int32)
+    wt = rng.random((rows.n_rows, 3))
+    wt[::5, 2] = 0.0                        # zero weights are skipped by both
+    prob = BinaryProblem(rows, np.where(y > 0, 1, -1).astype(np.int8), 2.0, 0.5, bias,
+                         rng_state(1, 0), coding=Coding(idx, wt, 7), shared_bias=shared,
+                         sample_C=rng.random(rows.n_rows) + 0.5)
+    params = parse_train_options("-s 2 -B 1 -q")
+    kind = nt._newton.LOSS_SQUARED_HINGE if loss == "squared_hinge" else nt._newton.LOSS_LOGISTIC
+    Z = sp.csr_matrix(_written_out(prob))
+    written = nt._objective_for(BinaryProblem(as_rows(Z), prob.y, 2.0, 0.5, -1.0, None,
+                                              sample_C=prob.sample_C), params, kind)[0]
+    w = 0.1 * rng.normal(size=written.n_vars)
+    s = rng.normal(size=written.n_vars)
+    expected = _objective_calls(written, w, s)
+    with ThreadTeam(n_parts) as team:
+        parts = nt._objective_for(prob, params, kind, n_parts)
+        coded = parts[0] if n_parts == 1 else nt.SplitObjective(parts, team, True)
+        assert coded.n_vars == written.n_vars == prob.w_size
+        got = _objective_calls(coded, w, s)
+    for a, b in zip(got, expected):
+        np.testing.assert_allclose(a, b, rtol=1e-11, atol=1e-11 * np.abs(b).max())
+
+
+def test_coded_objective_checks_what_its_kernels_trust():
+    from lcoding.linear import _newton
+    data, indices, indptr = np.ones(2), np.array([0, 1], np.int32), np.array([0, 1, 2], np.int64)
+    y, C = np.ones(2), np.ones(2)
+    args = (data, indices, indptr, 2, 1.0, y, C, _newton.LOSS_SQUARED_HINGE, 0.0, True)
+    with pytest.raises(ValueError, match="anchor ids"):
+        _newton.ErmObjective(*args, anchor_idx=np.array([[0], [3]], np.int32),
+                             coding_weight=np.ones((2, 1)), n_anchors=3)
+    with pytest.raises(ValueError, match=r"two \(n, k\) arrays"):
+        _newton.ErmObjective(*args, anchor_idx=np.zeros((1, 1), np.int32),
+                             coding_weight=np.ones((1, 1)), n_anchors=3)
+    with pytest.raises(ValueError, match="-R"):
+        _newton.ErmObjective(*args[:-1], False, anchor_idx=np.zeros((2, 1), np.int32),
+                             coding_weight=np.ones((2, 1)), n_anchors=1)

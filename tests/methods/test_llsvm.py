@@ -496,26 +496,7 @@ def test_model_types_and_block_shapes():
     assert shapes == [("anchors", (5, 3)), ("w", (20, 4))]
 
 
-# ------------------------- -s 2: the primal Newton solver on the coded rows written out
-@pytest.mark.parametrize("bias,coding", [(1, "-L 2 -u 2 -A 10 -k 4"), (-1, "-L 1 -A 6 -k 3")])
-def test_written_out_coded_rows_equal_the_numpy_reference(shared_data, bias, coding):
-    from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem
-    y, X, _, _ = subset(shared_data, "banana", 300)
-    model = train(y, X, f"-s 1 {coding} -B {bias}")
-    rows = as_rows(X)
-    idx, wt = model.coding.code(rows)
-    prob = BinaryProblem(rows, np.where(y > 0, 1, -1).astype(np.int8), 1.0, 1.0, float(bias),
-                         None, coding=Coding(idx, wt, model.n_anchors))
-    Z = materialized_problem(prob).rows
-    assert Z.n_features == model.w.shape[0]
-    # another one-vs-rest problem of the same rows and coding: written out once
-    other = BinaryProblem(rows, -prob.y, 2.0, 1.0, float(bias), None, coding=prob.coding)
-    assert materialized_problem(other).rows is Z
-    assert all(np.all(np.diff(Z.indices[a:b]) > 0) for a, b in zip(Z.indptr[:-1], Z.indptr[1:]))
-    np.testing.assert_allclose(Z.to_csr().toarray(), materialise(model, X).toarray(),
-                               rtol=1e-15, atol=0)
-
-
+# ------------------------------ -s 2: the primal Newton solver on the coded rows
 @pytest.mark.parametrize("name,n,coding", [("banana", 400, "-L 2 -u 2 -A 10 -k 4"),
                                            ("letter", 500, "-L 1 -A 8 -k 3")])
 def test_primal_newton_llsvm_is_liblinear_s2_on_the_coded_rows(shared_data, name, n, coding):
@@ -532,8 +513,11 @@ def test_primal_newton_llsvm_is_liblinear_s2_on_the_coded_rows(shared_data, name
         w_ref = np.array(ref_model.get_decfun(0)[0])
         if ref_model.get_labels()[0] != 1:
             w_ref = -w_ref
+        # the same objective; its products now read the coded rows in place (another
+        # order of rounding than LIBLINEAR's on Z), so the two stop at different points
+        # of the -e 1e-6 tolerance: 1.8e-9 apart on letter's first class
         assert primal_objective(model.w[:, c], Z, y_pm, C, "l2") == pytest.approx(
-            primal_objective(w_ref, Z, y_pm, C, "l2"), rel=1e-9)
+            primal_objective(w_ref, Z, y_pm, C, "l2"), rel=1e-8)
         np.testing.assert_allclose(model.w[:, c], w_ref, rtol=0, atol=1e-4 * np.abs(w_ref).max())
     # the model file says -s 2 and loads back to the same predictions
     from lcoding.io.model_files import model_to_text
@@ -562,26 +546,6 @@ def test_dual_cd_at_its_cap_continues_with_newton_on_the_coded_rows(shared_data)
     best = primal_objective(w_ref, Z, y_pm, C, "l2")
     assert best <= capped <= best * (1 + 1e-3)
     assert capped <= primal_objective(newton.w[:, 0], Z, y_pm, C, "l2")
-
-
-def test_written_out_rows_of_a_shared_bias_problem(shared_data):
-    """Anchor planes' LIB-LLSVM problems carry one bias shared by all anchors (the last
-    weight); with no coding at all the rows are x and that bias."""
-    from lcoding.linear.problem import BinaryProblem, Coding, materialized_problem
-    y, X, _, _ = subset(shared_data, "banana", 50)
-    rows = as_rows(X)
-    y_pm = np.where(y > 0, 1, -1).astype(np.int8)
-    codes = np.random.default_rng(0).random((rows.n_rows, 3))
-    idx = np.tile(np.arange(3, dtype=np.int32), (rows.n_rows, 1))
-    prob = BinaryProblem(rows, y_pm, 1.0, 1.0, 2.0, None, coding=Coding(idx, codes, 3),
-                         shared_bias=True)
-    Z = materialized_problem(prob).rows.to_csr().toarray()
-    Xd = X.toarray() if sp.issparse(X) else np.asarray(X)
-    expected = np.hstack([codes[:, [a]] * Xd for a in range(3)] + [np.full((rows.n_rows, 1), 2.0)])
-    np.testing.assert_allclose(Z, expected, rtol=1e-15)
-    plain = BinaryProblem(rows, y_pm, 1.0, 1.0, 2.0, None, shared_bias=True)
-    Z = materialized_problem(plain).rows.to_csr().toarray()
-    np.testing.assert_allclose(Z, np.hstack([Xd, np.full((rows.n_rows, 1), 2.0)]), rtol=1e-15)
 
 
 def test_estimator_from_a_primal_newton_model_file(shared_data, tmp_path):
