@@ -136,10 +136,12 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
 
 
 # What to do when the dual CD of a locally linear model stops at the iteration cap
-# and cannot switch to the primal -s 2 (the L1 loss, -s 3).  The dual CD slows down when the implicit features gamma(x) (x) [x; B] are
-# badly conditioned: unscaled inputs with a large common component (LETTER's raw
-# 0..15 values), or LLC weights of mixed sign (-L 6 with a small ridge).  The model is still usable (the weights of the
-# last pass), as LIBLINEAR's is.  docs/llsvm.md, "Scaling the inputs" and "Speed and memory".
+# and cannot switch to the primal -s 2 (the L1 loss, -s 3).  The dual CD slows down
+# when the implicit features gamma(x) (x) [x; B] are badly conditioned: unscaled
+# inputs with a large common component (LETTER's raw 0..15 values), or LLC weights of
+# mixed sign (-L 6 with a small ridge).  The model is still usable (the weights of the
+# last pass), as LIBLINEAR's is.  docs/llsvm.md, "Scaling the inputs" and "Speed and
+# memory".
 LOCAL_CAP_REMEDY = (
     "The locally linear dual CD converges slowly on badly conditioned codes: scale the "
     "features (e.g. to [-1, 1] as svm-scale does), lower -c, raise the LLC ridge -u with "
@@ -180,9 +182,9 @@ def train_l2loss_svc_dual(prob, params, info):
 
 def train_l2loss_svc_dual_switching(prob, params, info):
     """``-s 1`` as the lcoding methods run it: LIBLINEAR's dual CD, handed over to the
-    primal Newton solver (from the dual's ``w``, as at the pass cap) when it stalls
-    (:data:`STALL_PASSES`); the same objective.  The
-    linear method keeps LIBLINEAR's :func:`train_l2loss_svc_dual`, byte for byte."""
+    primal Newton solver (from the dual's ``w``, to 0.1 of its tolerance as at the pass
+    cap) when it stalls (:data:`STALL_PASSES`); the same objective.  The linear method
+    keeps LIBLINEAR's :func:`train_l2loss_svc_dual`, byte for byte."""
     stall = STALL_PASSES
     res = solve_l2r_l1l2_svc(prob, params, info, "l2", stall_passes=stall)
     if res.extra.get("stalled"):
