@@ -333,7 +333,6 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     best_complete: tuple | None = None        # (error, candidate index, rung)
     first_rung_best: tuple | None = None
     notes = []                  # what the budget did, in order
-    last_cost = None
     last_seconds: dict = {}     # candidate -> seconds of its trial in the last rung
     measured: dict = {}         # candidate -> (rows, CV error) of its trials, rung by rung
     out_of_budget = False
@@ -343,9 +342,10 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # GROWTH (the best-ranked are often the dearest: kernel maps); a rung of 1 / ETA
         # of the last one's candidates costs GROWTH times the last rung, more when
         # statistical ties went on (_survivors)
-        predicted = None if last_cost is None else sum(
-            ETA * GROWTH * last_seconds.get(c, 0.0) for c in survivors) / max(1, int(n_threads))
-        if predicted is not None and elapsed + predicted > budget_s:
+        cost = {c: ETA * GROWTH * last_seconds.get(c, 0.0) / max(1, int(n_threads))
+                for c in survivors}
+        predicted = sum(cost.values())
+        if r > 0 and elapsed + predicted > budget_s:
             # the whole rung does not fit: run its best-ranked candidates that do (at
             # least two, or there is nothing to compare), else stop
             left = budget_s - elapsed
@@ -355,10 +355,9 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # LL-SVMs at 2-4 s)
             fitting, spent = [], 0.0
             for c in survivors:
-                cost = ETA * GROWTH * last_seconds.get(c, 0.0) / max(1, int(n_threads))
-                if spent + cost <= left:
+                if spent + cost[c] <= left:
                     fitting.append(c)
-                    spent += cost
+                    spent += cost[c]
             if len(fitting) < 2:
                 notes.append(f"stopped before rung {r} ({len(survivors)} candidates on {n_r} "
                              f"rows): predicted {predicted:.1f} s, "
@@ -370,7 +369,6 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             survivors = fitting
         ids = np.sort(order[:n_r])
         sub_y, sub_rows = y[ids], rows.take(ids)
-        t_rung = time.perf_counter()
 
         def evaluate(c, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
             if time.perf_counter() - t_start > budget_s:
@@ -410,7 +408,6 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                     else trial.note) + f" ({trial.seconds:.2f} s)"
                  + (f"; {trial.note}" if trial.cv_error is not None and trial.note else "")
                  + "\n")
-        last_cost = time.perf_counter() - t_rung
         last_seconds = {c: t.seconds for c, t in zip(survivors, trials[-len(survivors):])}
         results.sort()
         if r == 0 and results:

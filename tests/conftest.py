@@ -110,6 +110,12 @@ def flush_c_stdout():
     _libc.fflush(None)
 
 
+def squared_hinge_primal(w, f, y_pm, C) -> float:
+    """LIBLINEAR's -s 1 / -s 2 primal objective 1/2 |w|^2 + C sum max(0, 1 - y f)^2 of
+    weights ``w`` whose decision values are ``f`` (the bias regularised with w)."""
+    return 0.5 * float(w @ w) + C * float((np.maximum(0.0, 1.0 - y_pm * f) ** 2).sum())
+
+
 def objectives_from_output(text: str) -> list[float]:
     """The 'Objective value = ...' lines printed by LIBLINEAR's dual solvers."""
     return [float(v) for v in re.findall(r"Objective value = (\S+)", text)]

@@ -49,7 +49,8 @@ from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, ch
                                   map_threads, single_threaded_blas, split_ranges,
                                   usable_cores)
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import STALL_GAPS, STALL_PASSES, at_iteration_cap, dual_start
+from lcoding.linear.dual_cd import (STALL_PASSES, StallWatch, at_iteration_cap, dual_start,
+                                    newton_after_stall)
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import BinaryProblem, SolveResult, coded_nonzeros_bound
 from lcoding.linear.solvers import BINARY_SOLVERS, METHOD_BINARY_SOLVERS
@@ -243,8 +244,8 @@ class StopRule:
 
     ``stall_passes`` (None: never): stop with the reason ``"stalled"`` when the
     projected-gradient spread has not halved in that many rounds and is above
-    ``STALL_GAPS * eps`` -- the sequential dual CD's hand-over to Newton
-    (:func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc`), the same rule per round."""
+    ``STALL_GAPS * eps`` -- the sequential dual CD's rule
+    (:class:`lcoding.linear.dual_cd.StallWatch`), counted in rounds."""
 
     W_TOL_PER_EPS = 0.1
     GAP_TOL_PER_EPS = 0.01
@@ -254,8 +255,8 @@ class StopRule:
                  gap_tol: float | None = None, stall_passes: int | None = None):
         self.eps = float(eps)
         self.max_iter = int(max_iter)
-        self.stall_passes = stall_passes
-        self.halved_spread, self.halved_at = INF, 0
+        self.stall = StallWatch(stall_passes) if stall_passes else None
+        self.gap = INF              # the last round's projected-gradient spread
         self.w_tol = w_tol
         self.gap_tol = gap_tol if gap_tol is not None or w_tol is None \
             else self.GAP_TOL_PER_EPS * self.eps
@@ -283,6 +284,7 @@ class StopRule:
         ``"gap"`` (compute the duality gap and call :meth:`gap_checked`) or
         ``"continue"``."""
         self.rounds += 1
+        self.gap = PGmax - PGmin
         eps = self.eps
         self.unshrink = False
         converged = PGmax - PGmin <= eps and abs(PGmax) <= eps and abs(PGmin) <= eps
@@ -295,12 +297,8 @@ class StopRule:
             self.unshrinks += 1
             self.PGmax_old, self.PGmin_old = INF, -INF
             return "unshrink"
-        if self.stall_passes:
-            if PGmax - PGmin <= 0.5 * self.halved_spread:
-                self.halved_spread, self.halved_at = PGmax - PGmin, self.rounds
-            elif (self.rounds - self.halved_at >= self.stall_passes
-                  and PGmax - PGmin > STALL_GAPS * eps):
-                return self.stop("stalled")
+        if self.stall is not None and self.stall.stalled(self.gap, self.rounds, eps):
+            return self.stop("stalled")
         self.PGmax_old = PGmax if PGmax > 0 else INF
         self.PGmin_old = PGmin if PGmin < 0 else -INF
         if self.w_tol is not None:
@@ -530,7 +528,7 @@ def solve_l2r_l1l2_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Mes
             if action == "unshrink":
                 info("*")
     it = rule.rounds
-    extra = {"partitions": K, "stop": rule.reason, "blocks": blocks}
+    extra = {"partitions": K, "stop": rule.reason, "blocks": blocks, "gap": rule.gap}
     if blocks:
         gather_alpha()
         extra["damped merges"] = team_state["damped"]
@@ -558,13 +556,11 @@ def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messa
     ``newton_when_stalled``: the methods' rule -- Newton takes over as soon as the
     rounds stall (:data:`~lcoding.linear.dual_cd.STALL_PASSES`), as in
     :func:`~lcoding.linear.dual_cd.train_l2loss_svc_dual_switching`."""
-    stall = STALL_PASSES if newton_when_stalled else None
-    res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts, stall_passes=stall)
+    res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts,
+                                   stall_passes=STALL_PASSES if newton_when_stalled else None)
     if res.extra["stop"] == "stalled":
-        info(f"\nWARNING: the dual CD's stopping gap did not halve in {stall} rounds\n"
-             f"Switching to use -s 2 (the primal Newton solver)\n\n")
-        return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w,
-                                    n_threads=n_parts if prob.coding is not None else 1)
+        return newton_after_stall(prob, params, info, res, "rounds",
+                                  n_parts if prob.coding is not None else 1)
     if res.extra["stop"] == "iteration cap":
         return at_iteration_cap(prob, params, info, res, "l2",
                                 n_parts if prob.coding is not None else 1)

@@ -56,6 +56,34 @@ STALL_PASSES = 20
 STALL_GAPS = 4.0
 
 
+class StallWatch:
+    """The stall rule over a dual CD's passes (or CoCoA+'s rounds): :meth:`stalled`
+    is true once the projected-gradient spread has not halved in ``passes`` passes
+    and is still above ``STALL_GAPS * eps``."""
+
+    def __init__(self, passes: int):
+        self.passes = passes
+        self.halved_spread, self.halved_at = np.inf, 0
+
+    def stalled(self, spread: float, it: int, eps: float) -> bool:
+        if spread <= 0.5 * self.halved_spread:
+            self.halved_spread, self.halved_at = spread, it
+            return False
+        return it - self.halved_at >= self.passes and spread > STALL_GAPS * eps
+
+
+def newton_after_stall(prob: BinaryProblem, params: TrainParams, info: Messages, res,
+                       unit: str = "passes", n_threads: int = 1):
+    """The hand-over of a stalled ``-s 1`` solve (:class:`StallWatch`): LIBLINEAR's
+    answer at the pass cap, Newton from the dual's ``w`` to 0.1 of its tolerance,
+    its products in ``n_threads`` threads."""
+    info(f"\nWARNING: the dual CD's stopping gap ({res.extra['gap']:.3g}, -e "
+         f"{params.resolved_eps():g}) did not halve in {STALL_PASSES} {unit}\n"
+         f"Switching to use -s 2 (the primal Newton solver)\n\n")
+    return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w,
+                                n_threads=n_threads)
+
+
 def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
                        loss: str, max_iter: int | None = None,
                        init_alpha: np.ndarray | None = None,
@@ -101,7 +129,7 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     active_size = n
     PGmax_old, PGmin_old = np.inf, -np.inf
     it = 0
-    halved_spread, halved_at, stalled = np.inf, 0, False
+    watch, stalled = StallWatch(stall_passes) if stall_passes else None, False
     while it < max_iter:
         active_size, PGmax_new, PGmin_new = _dual_cd.dual_cd_pass(
             rows.data, rows.indices, rows.indptr, rows.n_features, bias,
@@ -118,12 +146,9 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
             info("*")
             PGmax_old, PGmin_old = np.inf, -np.inf
             continue
-        if stall_passes:
-            if PGmax_new - PGmin_new <= 0.5 * halved_spread:
-                halved_spread, halved_at = PGmax_new - PGmin_new, it
-            elif it - halved_at >= stall_passes and PGmax_new - PGmin_new > STALL_GAPS * eps:
-                stalled = True
-                break
+        if watch is not None and watch.stalled(PGmax_new - PGmin_new, it, eps):
+            stalled = True
+            break
         PGmax_old = PGmax_new if PGmax_new > 0 else np.inf
         PGmin_old = PGmin_new if PGmin_new < 0 else -np.inf
     info(f"\noptimization finished, #iter = {it}\n")
@@ -185,13 +210,9 @@ def train_l2loss_svc_dual_switching(prob, params, info):
     primal Newton solver (from the dual's ``w``, to 0.1 of its tolerance as at the pass
     cap) when it stalls (:data:`STALL_PASSES`); the same objective.  The linear method
     keeps LIBLINEAR's :func:`train_l2loss_svc_dual`, byte for byte."""
-    stall = STALL_PASSES
-    res = solve_l2r_l1l2_svc(prob, params, info, "l2", stall_passes=stall)
+    res = solve_l2r_l1l2_svc(prob, params, info, "l2", stall_passes=STALL_PASSES)
     if res.extra.get("stalled"):
-        info(f"\nWARNING: the dual CD's stopping gap ({res.extra['gap']:.3g}, -e "
-             f"{params.resolved_eps():g}) did not halve in {stall} passes\n"
-             f"Switching to use -s 2 (the primal Newton solver)\n\n")
-        return train_l2r_l2loss_svc(prob, params, info, tol_scale=0.1, init_w=res.w)
+        return newton_after_stall(prob, params, info, res)
     if res.n_iter >= params.max_iter:
         return at_iteration_cap(prob, params, info, res, "l2")
     return res

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import flush_c_stdout, objectives_from_output
+from conftest import flush_c_stdout, objectives_from_output, squared_hinge_primal
 from lcoding.core.rows import as_rows
 from lcoding.core.options import parse_train_options
 from lcoding.linear.problem import BinaryProblem
@@ -117,8 +117,7 @@ def _offset_problem(C=10.0):
 
 
 def _primal(X, y, w, C):
-    f = np.hstack([X, np.ones((X.shape[0], 1))]) @ w
-    return 0.5 * w @ w + C * (np.maximum(0.0, 1.0 - y * f) ** 2).sum()
+    return squared_hinge_primal(w, np.hstack([X, np.ones((X.shape[0], 1))]) @ w, y, C)
 
 
 def test_stalled_dual_cd_hands_over_to_newton(capfd):

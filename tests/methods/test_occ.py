@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from conftest import flush_c_stdout, objectives_from_output
+from conftest import flush_c_stdout, objectives_from_output, squared_hinge_primal
 from lcoding.core.rows import as_rows
 from lcoding.io.model_files import save_model_file as save_model
 from lcoding.training import load_model_file as load_model
@@ -73,14 +73,13 @@ def test_lib_llsvm_matches_liblinear_on_materialised_features(loss, u, rng, capf
         # -s 1 on these badly scaled features: LIBLINEAR's dual CD stops at its pass
         # cap, ours hands the stalled dual over to Newton -- compare the primal objective
         # 1/2 |w|^2 + C sum max(0, 1 - y f)^2 (bias regularised in both)
-        def primal(w, f, y_pm):
-            return 0.5 * w @ w + 2.0 * (np.maximum(0.0, 1.0 - y_pm * f) ** 2).sum()
         w_ref, b_ref = ref_model.get_decfun()
         w_ref = np.append(np.asarray(w_ref), b_ref)
         f_ref = Z @ w_ref[:-1] + b_ref
-        ours_primal = primal(model.w[:, 0], model.decision_values(as_rows(X))[:, 0],
-                             np.where(yb == model.label[0], 1.0, -1.0))
-        ref_primal = primal(w_ref, f_ref, np.where(yb == ref_model.get_labels()[0], 1.0, -1.0))
+        ours_primal = squared_hinge_primal(model.w[:, 0], model.decision_values(as_rows(X))[:, 0],
+                                           np.where(yb == model.label[0], 1.0, -1.0), 2.0)
+        ref_primal = squared_hinge_primal(w_ref, f_ref,
+                                          np.where(yb == ref_model.get_labels()[0], 1.0, -1.0), 2.0)
         assert ours_primal <= ref_primal * (1 + 1e-4), (ours_primal, ref_primal)
     # same decision function
     dec = model.decision_values(as_rows(X))[:, 0]
