@@ -205,6 +205,14 @@ cdef class ErmObjective:
         self.wTw = wTw
         return f + 0.5 * wTw
 
+    def margins(self, double[::1] out):
+        """out = t = Xw, the rows' decision values at the iterate of the last
+        value()/take_step() (the squared hinge's dual point is read from them)."""
+        if out.shape[0] != self.n_rows:
+            raise ValueError(f"ErmObjective.margins: out has length {out.shape[0]}, "
+                             f"expected {self.n_rows}")
+        out[:] = self.t
+
     def gradient(self, const double[::1] w, double[::1] g):
         """g = grad f(w) at the iterate of the last value()/take_step(); also
         fixes the active set and Hessian weights used by hessian_vector().

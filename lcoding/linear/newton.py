@@ -352,6 +352,21 @@ def train_l2r_l2loss_svc(prob, params, info, *, tol_scale=1.0, init_w=None,
                          n_threads)
 
 
+def squared_hinge_dual_point(prob: BinaryProblem, params: TrainParams,
+                             w: np.ndarray) -> np.ndarray:
+    """The ``-s 1`` dual point of a primal ``w`` of the squared hinge (``-s 2``):
+    ``alpha_i = 2 C_i max(0, 1 - y_i w . z_i)``, the KKT condition of the L2-loss
+    SVM's dual (LIBLINEAR's ``D_ii = 1 / (2 C_i)``), exact at the optimum, feasible
+    (>= 0) anywhere.  One product over the (coded) rows.  ``-C``'s path warm-starts
+    the next C's dual CD from it after a Newton hand-over."""
+    fun = _objective_for(prob, params, _newton.LOSS_SQUARED_HINGE)[0]
+    fun.value(np.ascontiguousarray(w, dtype=np.float64))
+    t = np.empty(prob.rows.n_rows)
+    fun.margins(t)
+    y = np.where(np.asarray(prob.y) > 0, 1.0, -1.0)
+    return 2.0 * prob.per_row_C() * np.maximum(0.0, 1.0 - y * t)
+
+
 def train_l2r_l2loss_svr(prob, params, info, *, tol_scale=1.0, init_w=None) -> SolveResult:
     """-s 11: L2-regularised squared epsilon-insensitive SVR, primal Newton."""
     return _solve_primal(prob, params, info, _newton.LOSS_SQUARED_EPS_INSENSITIVE, 11,

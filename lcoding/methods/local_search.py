@@ -67,8 +67,9 @@ from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.linear import cocoa, dual_cd
+from lcoding.linear.newton import squared_hinge_dual_point
 from lcoding.linear.param_search import search_folds
-from lcoding.linear.problem import BinaryProblem, Coding
+from lcoding.linear.problem import BinaryProblem, Coding, SolveResult
 from lcoding.local import _knn
 from lcoding.local.coding import LocalCoding, kernel_map_of
 from lcoding.local.kstar import KSTAR_CODING
@@ -297,6 +298,40 @@ class _OCCSetting:
         return model.labels_from_values(model.decision_values(f.test_rows))
 
 
+def _solve_point(prob: BinaryProblem, point: TrainParams, quiet: Messages, loss: str,
+                 row_threads: int, start) -> SolveResult:
+    """One fold's and class's solve at one C of the path, warm-started from ``start``
+    (the dual point at the previous C), as the method trains it: the dual CD -- in
+    ``row_threads`` partitions (CoCoA+) when that pays -- and for the squared hinge
+    (``-s 1``) the methods' hand-over to Newton when a coded solve stalls
+    (:func:`lcoding.linear.dual_cd.newton_after_stall`) or any solve reaches the pass
+    cap (:func:`lcoding.linear.dual_cd.at_iteration_cap`).  After a hand-over the dual
+    point is read back from Newton's ``w``
+    (:func:`lcoding.linear.newton.squared_hinge_dual_point`) for the next C."""
+    stall = dual_cd.STALL_PASSES if loss == "l2" and prob.coding is not None else None
+    n_threads = 1
+    if row_threads > 1 and cocoa.worth_threads(prob):
+        res = cocoa.solve_l2r_l1l2_svc_cocoa(prob, point, quiet, loss, row_threads,
+                                             init_alpha=start, newton_finish=False,
+                                             stall_passes=stall)
+        stop = res.extra["stop"]
+        unit, n_threads = "rounds", (row_threads if prob.coding is not None else 1)
+    else:
+        res = dual_cd.solve_l2r_l1l2_svc(prob, point, quiet, loss, init_alpha=start,
+                                         stall_passes=stall)
+        stop = "stalled" if res.extra["stalled"] else \
+            "iteration cap" if res.n_iter >= point.max_iter else None
+        unit = "passes"
+    if loss != "l2" or stop not in ("stalled", "iteration cap"):
+        return res
+    if stop == "stalled":
+        res = dual_cd.newton_after_stall(prob, point, quiet, res, unit, n_threads)
+    else:
+        res = dual_cd.at_iteration_cap(prob, point, quiet, res, "l2", n_threads)
+    res.alpha = squared_hinge_dual_point(prob, point, res.w)
+    return res
+
+
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
               info: Messages, quiet: Messages, on_point) -> None:
     """The warm-started C path of one setting (one ``_*Setting`` per fold)."""
@@ -325,13 +360,8 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
             def solve(job, f=f, setting=setting, row_threads=row_threads):
                 c_pos, y_pm, Cp, Cn = job
                 prob = setting.problem(y_pm, Cp, Cn, c_pos)
-                start = prev_alpha[f].get(c_pos)
-                if row_threads > 1 and cocoa.worth_threads(prob):
-                    res = cocoa.solve_l2r_l1l2_svc_cocoa(prob, point, quiet, loss, row_threads,
-                                                         init_alpha=start, newton_finish=False)
-                else:
-                    res = dual_cd.solve_l2r_l1l2_svc(prob, point, quiet, loss, init_alpha=start)
-                return c_pos, res
+                return c_pos, _solve_point(prob, point, quiet, loss, row_threads,
+                                           prev_alpha[f].get(c_pos))
 
             results = map_threads(solve, jobs, 1 if row_threads > 1 else search.n_threads)
             for c_pos, res in results:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 from lcoding.cli import train_main
 from lcoding.core.messages import Messages
@@ -15,6 +16,7 @@ from lcoding.liblinearutil import train
 from lcoding.local.coding import LocalCoding
 from lcoding.methods import llsvm, local_search
 from lcoding.methods.local_search import LocalSearchResult, find_local_parameters
+from lcoding.core.rows import as_rows
 from lcoding.core.seeds import rng_state
 from lcoding.training import cross_validation
 
@@ -276,10 +278,9 @@ def test_C_search_of_one_binary_problem_splits_its_rows_over_m_threads(small, mo
     calls = []
     real = cocoa.solve_l2r_l1l2_svc_cocoa
 
-    def counting(prob, params, info, loss, n_parts, max_iter=None, init_alpha=None,
-                 newton_finish=True):
-        calls.append((n_parts, init_alpha is not None))
-        return real(prob, params, info, loss, n_parts, max_iter, init_alpha, newton_finish)
+    def counting(prob, params, info, loss, n_parts, **kw):
+        calls.append((n_parts, kw.get("init_alpha") is not None))
+        return real(prob, params, info, loss, n_parts, **kw)
     monkeypatch.setattr(cocoa, "solve_l2r_l1l2_svc_cocoa", counting)
     monkeypatch.setattr(cocoa, "PARALLEL_MIN_NONZEROS", 0)     # 333 rows a fold: small
     options = "-C -L 2 -B 1 -A 12 -k 4 -u 1 -v 3"
@@ -297,3 +298,52 @@ def test_C_search_of_one_binary_problem_splits_its_rows_over_m_threads(small, mo
     assert max(d for C, d in shared if C <= 8) <= 4.5 / N_SMALL
     assert max(d for C, d in shared) <= 10.0 / N_SMALL
     assert abs(one[0].best_rate - two[0].best_rate) <= 10.0 / N_SMALL
+
+
+def test_stalled_solves_along_the_path_hand_over_to_newton(monkeypatch):
+    """Rows with a large common component (LETTER's raw features, in small): the
+    dual CD stalls at most points.  As in training, each stalled solve hands over to
+    Newton, whose dual point warm-starts the next C; the cold start of every path is
+    still -v's model exactly."""
+    rng = np.random.default_rng(5)
+    X = 30.0 + rng.normal(size=(600, 4))
+    y = np.where(X[:, 0] - 30 + 0.5 * (X[:, 1] - 30) ** 2 - 0.5 + 0.5 * rng.normal(size=600) > 0,
+                 1.0, -1.0)
+    rows = as_rows(sp.csr_matrix(X))
+    calls = []
+    real = dual_cd.newton_after_stall
+    monkeypatch.setattr(dual_cd, "newton_after_stall",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    best, points = _search(y, rows, "-C -L 2 -B 1 -A 8 -k 2 -v 3")
+    assert len(calls) > len(points) // 2
+    assert best.best_rate > 0.8
+    firsts = {}
+    for p in points:
+        firsts.setdefault((p.n_anchors, p.coding_param), p)
+    for p in firsts.values():
+        assert p.rate == _cv_rate(y, rows, f"{p.options} -v 3")
+
+
+def test_dual_point_of_newtons_w_is_the_dual_solution(small):
+    """alpha_i = 2 C_i max(0, 1 - y_i w.z_i) from Newton's w is the dual CD's alpha
+    at the optimum (a coded problem, per-row C), and a dual CD warm-started there is
+    already converged."""
+    from lcoding.linear.newton import squared_hinge_dual_point, train_l2r_l2loss_svc
+    y, rows = small
+    idx, wt = LocalCoding(2, rows.to_csr()[:6].toarray(), 3, 1.0).code(rows)
+    y_pm = np.where(y == y[0], 1, -1).astype(np.int8)
+
+    def prob():
+        return BinaryProblem(rows, y_pm, 0.0, 0.0, 1.0, rng_state(3, 0),
+                             coding=Coding(idx, wt, 6), sample_C=np.where(y_pm > 0, 2.0, 0.5))
+
+    tight = parse_train_options("-s 1 -e 1e-9 -q")
+    dual = dual_cd.solve_l2r_l1l2_svc(prob(), tight, Messages(True), "l2", max_iter=100000)
+    primal = train_l2r_l2loss_svc(prob(), parse_train_options("-s 2 -e 1e-12 -q"),
+                                  Messages(True))
+    alpha = squared_hinge_dual_point(prob(), tight, primal.w)
+    assert alpha.min() >= 0.0
+    np.testing.assert_allclose(alpha, dual.alpha, rtol=1e-5, atol=1e-6)
+    warm = dual_cd.solve_l2r_l1l2_svc(prob(), parse_train_options("-s 1 -q"), Messages(True),
+                                      "l2", init_alpha=alpha)
+    assert warm.n_iter <= 2
