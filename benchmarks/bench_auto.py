@@ -10,7 +10,12 @@ for the reported error and the prediction time):
 * ``lcoding auto``: :func:`lcoding.select.select` with ``--budget`` seconds
   (successive halving over methods x settings on 3 cross-validation folds of the
   training rows), then the refit on all rows.  ``select`` s = the whole call;
-  ``train`` s = the final refit alone (included in ``select`` s).
+  ``train`` s = the final refit alone (included in ``select`` s).  The budget holds
+  the refit too.
+* ``lcoding auto, budget RBF / 10`` (``--models auto-rbf10``): the same with the
+  budget set to a tenth of the tuned RBF SVM's selection + training time on this
+  machine (its latest row in the results file): the error the automatic selection
+  reaches in the time the speed target allows.
 * ``RBF tuned``: LIBSVM's C-SVC with the RBF kernel (scikit-learn's build of LIBSVM,
   ``SVC(C, gamma)``, 12x faster here than the libsvm-official wheel on the same
   problem; see :func:`libsvm_train`), tuned as the LIBSVM guide does it: every feature scaled by its largest absolute training value
@@ -148,6 +153,20 @@ def run_svc(y, X, yt, Xt) -> dict:
 
 
 # ------------------------------------------------------------------ lcoding
+RBF10 = "lcoding auto, budget RBF / 10"
+
+
+def rbf_seconds(name: str, out: Path) -> float:
+    """The tuned RBF SVM's selection + training seconds for ``name``: its latest row
+    in ``out`` (run ``--models rbf`` first)."""
+    rows = [json.loads(line) for line in out.read_text().splitlines() if line.strip()] \
+        if out.exists() else []
+    found = [r["select_s"] for r in rows if r["set"] == name and r["model"] == "RBF tuned"]
+    if not found:
+        raise SystemExit(f"{name}: no 'RBF tuned' row in {out}; run --models rbf first")
+    return float(found[-1])
+
+
 def run_auto(y, X, yt, Xt, budget: float, n_threads: int) -> dict:
     from lcoding.select import select
     from lcoding.liblinearutil import predict
@@ -171,12 +190,15 @@ def run(name: str, models, budget: float, grid_rows: int, n_threads: int, out: P
         print(f"{name}: {model}", flush=True)
         if model == "auto":
             row = run_auto(y, X, yt, Xt, budget, n_threads)
+        elif model == "auto-rbf10":
+            row = run_auto(y, X, yt, Xt, rbf_seconds(name, out) / 10, n_threads)
+            row["model"] = RBF10
         elif model == "rbf":
             row = run_rbf(y, X, yt, Xt, grid_rows)
         elif model == "svc":
             row = run_svc(y, X, yt, Xt)
         else:
-            raise SystemExit(f"unknown model {model!r} (auto, rbf, svc)")
+            raise SystemExit(f"unknown model {model!r} (auto, auto-rbf10, rbf, svc)")
         row.update({"set": name, "n_train": int(X.shape[0]), "load": [load0, load_avg()],
                     "when": time.strftime("%Y-%m-%d %H:%M"), "cpus": os.cpu_count()})
         print({k: v for k, v in row.items() if k != "trials"}, flush=True)
@@ -208,7 +230,7 @@ def table(src: Path, dst: Path) -> None:
     names = list(SETS) + sorted({k[0] for k in latest} - set(SETS))   # then any other set
     for name in names:
         rbf = latest.get((name, "RBF tuned"))
-        for model in ("lcoding auto", "RBF tuned", "SVC()"):
+        for model in ("lcoding auto", RBF10, "RBF tuned", "SVC()"):
             r = latest.get((name, model))
             if r is None:
                 continue

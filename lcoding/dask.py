@@ -75,7 +75,7 @@ from lcoding.io.parallel import byte_ranges, is_splittable, lines_before, parse_
 from lcoding.io.reader import _raise_format_error, read_libsvm as _read_whole
 from lcoding.linear import cocoa
 from lcoding.linear.problem import EMPTY_IDX, EMPTY_WEIGHT, BinaryProblem, Coding
-from lcoding.linear.solvers import BINARY_SOLVERS
+from lcoding.linear.solvers import BINARY_SOLVERS, METHOD_BINARY_SOLVERS
 from lcoding.local.coding import kernel_map_of
 from lcoding.local.model import LocalModel
 from lcoding.methods import llsvm, occ
@@ -352,7 +352,8 @@ def _assemble(*coded: _Coded) -> _Whole:
 def _solve_problem(whole: _Whole, col: int, stream: np.ndarray, params: TrainParams,
                    bias: float):
     """One one-vs-rest problem on all rows by the single-process solver of its method
-    (the sequential dual CD, LIBLINEAR's -s 1 / -s 3); pure: ``(w, passes,
+    (the sequential dual CD, LIBLINEAR's -s 1 / -s 3; the methods' -s 1 with its
+    hand-over to Newton when it stalls); pure: ``(w, passes,
     objective, nSV)``, the same for the same inputs on any worker."""
     y_pm = np.ascontiguousarray(np.concatenate([p.jobs[col][0] for p in whole.parts]))
     _, Cp, Cn = whole.parts[0].jobs[col]
@@ -368,7 +369,9 @@ def _solve_problem(whole: _Whole, col: int, stream: np.ndarray, params: TrainPar
         coding = None if whole.kind == "linear" else \
             Coding(whole.anchor_idx, whole.coding_weight, whole.n_anchors)
         prob = BinaryProblem(whole.rows, y_pm, Cp, Cn, bias, state, coding=coding)
-        res = BINARY_SOLVERS[st](prob, params, quiet)
+        # LL-SVM's -s 1 hands a stalled dual CD over to Newton, as in one process
+        res = (BINARY_SOLVERS if coding is None else METHOD_BINARY_SOLVERS)[st](prob, params,
+                                                                                quiet)
     nsv = -1 if res.alpha is None else int(np.count_nonzero(res.alpha > 0))
     return res.w, int(res.n_iter), float(res.objective), nsv
 

@@ -26,6 +26,13 @@ time budget ``budget_s``:
   spent.  The winner is the best-ranked candidate of the highest rung run to its
   end (the first rung's best when none was): on all rows, the lowest CV error;
   when the budget stopped the schedule earlier, the lowest extrapolated one;
+* the budget holds the refit on all rows as well (``refit``): a candidate's refit
+  is predicted from its latest trial (its folds trained on ``(k - 1) n_r`` rows in
+  all, the refit on ``n``, times :data:`GROWTH` per ``ETA``-fold growth of the rows);
+  a rung runs only with room for its dearest refit after it (a partial rung: for the
+  refit of the dearest candidate it runs), and the winner is the best-ranked
+  candidate whose refit fits in what is left (none: the quickest refit), so that the
+  whole call keeps to ``budget_s`` as far as the predictions hold;
 * a budget too small for even one candidate fits the cheapest applicable method
   (the linear SVM) and says so in :attr:`Selection.note`;
 * ``n_threads`` > 1 runs the candidates of a rung side by side (one thread each; the
@@ -333,12 +340,36 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     sizes = _rung_sizes(n, len(cands), int(np.unique(y).size))
     trials: list = []
     survivors = list(range(len(cands)))
-    best_complete: tuple | None = None        # (error, candidate index, rung)
-    first_rung_best: tuple | None = None
+    complete: list | None = None    # the ranked results of the highest complete rung
+    first_rung: list | None = None  # ... and of the first rung (however far it ran)
     notes = []                  # what the budget did, in order
     last_seconds: dict = {}     # candidate -> seconds of its trial in the last rung
     measured: dict = {}         # candidate -> (rows, CV error) of its trials, rung by rung
+    latest: dict = {}           # candidate -> (rows, seconds) of its latest trial
     out_of_budget = False
+
+    protect: dict = {}          # candidate -> (CV error, predicted refit) of its latest trial
+    last_trial = [0.0]          # seconds of the latest trial
+
+    def reserve() -> float:
+        # no trial starts unless the refit of the best candidate so far whose refit
+        # still fits would fit after it (ijcnn1 at 9 s: the first rung's kernel maps
+        # lead with a 15 s refit, the LL-SVM's 2.5 s is kept free)
+        elapsed = time.perf_counter() - t_start
+        fitting = [v for v in list(protect.values()) if elapsed + v[1] <= budget_s]
+        return min(fitting)[1] if fitting else 0.0
+
+    def refit_cost(n_c: int, seconds: float) -> float:
+        # the refit on all n rows, predicted from a trial of ``seconds`` on n_c rows:
+        # its k folds trained on (k - 1) n_c rows in all, the refit trains once on n,
+        # times GROWTH per ETA-fold growth of the rows (0 without a refit: the budget
+        # then holds the search alone)
+        if not refit or n_c <= 0:
+            return 0.0
+        k = max(2, min(nr_fold, n_c))
+        growth = GROWTH ** max(0.0, math.log(n / n_c) / math.log(ETA))
+        return seconds * n / ((k - 1) * n_c) * growth
+
     for r, n_r in enumerate(sizes):
         elapsed = time.perf_counter() - t_start
         # the rung's cost: each survivor's own last trial, ETA times the rows, times
@@ -348,33 +379,41 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         cost = {c: ETA * GROWTH * last_seconds.get(c, 0.0) / max(1, int(n_threads))
                 for c in survivors}
         predicted = sum(cost.values())
-        if r > 0 and elapsed + predicted > budget_s:
+        # the budget holds the refit too: a rung runs only if the refit of whichever
+        # of its candidates wins still fits after it
+        refits = {c: refit_cost(n_r, cost[c] * max(1, int(n_threads))) for c in survivors}
+        if r > 0 and elapsed + predicted + max(refits.values(), default=0.0) > budget_s:
             # the whole rung does not fit: run its best-ranked candidates that do (at
             # least two, or there is nothing to compare), else stop
             left = budget_s - elapsed
-            # in rank order, every candidate whose predicted cost still fits (a dear
-            # one that does not is passed over for cheaper ones ranked after it:
-            # ijcnn1's kernel maps, predicted at 23-34 s each on all rows, and two
-            # LL-SVMs at 2-4 s)
-            fitting, spent = [], 0.0
+            # in rank order, every candidate whose predicted cost (and refit) still
+            # fits (a dear one that does not is passed over for cheaper ones ranked
+            # after it: ijcnn1's kernel maps, predicted at 23-34 s each on all rows,
+            # and two LL-SVMs at 2-4 s)
+            fitting, spent, held = [], 0.0, 0.0
             for c in survivors:
-                if spent + cost[c] <= left:
+                hold = max(held, refits[c])
+                if spent + cost[c] + hold <= left:
                     fitting.append(c)
-                    spent += cost[c]
+                    spent, held = spent + cost[c], hold
             if len(fitting) < 2:
                 notes.append(f"stopped before rung {r} ({len(survivors)} candidates on {n_r} "
-                             f"rows): predicted {predicted:.1f} s, "
-                             f"{budget_s - elapsed:.1f} s left")
+                             f"rows): predicted {predicted:.1f} s"
+                             + (f" and a refit of up to {max(refits.values()):.1f} s"
+                                if refit else "") + f", {budget_s - elapsed:.1f} s left")
                 break
             notes.append(f"rung {r} ran the best {len(fitting)} of its {len(survivors)} "
-                         f"candidates that fit (budget: predicted {predicted:.1f} s, "
-                         f"{budget_s - elapsed:.1f} s left)")
+                         f"candidates that fit (budget: predicted {predicted:.1f} s"
+                         + (f" and a refit of up to {max(refits.values()):.1f} s"
+                            if refit else "") + f", {budget_s - elapsed:.1f} s left)")
             survivors = fitting
         ids = np.sort(order[:n_r])
         sub_y, sub_rows = y[ids], rows.take(ids)
 
         def evaluate(c, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
-            if time.perf_counter() - t_start > budget_s:
+            # the trial's own cost guessed as the rung's last one's (cheapest first)
+            if time.perf_counter() - t_start + reserve() + \
+                    (last_trial[0] if protect else 0.0) > budget_s:
                 return Trial(r, cands[c], n_r, None, 0.0, "not run: budget spent")
             t = time.perf_counter()
             try:
@@ -382,8 +421,10 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                 target = cross_validation(sub_y, sub_rows, params, min(nr_fold, n_r))
             except (ValueError, ArithmeticError, MemoryError) as e:
                 return Trial(r, cands[c], n_r, None, time.perf_counter() - t, f"skipped: {e}")
-            return Trial(r, cands[c], n_r, 100.0 * float(np.mean(target != sub_y)),
-                         time.perf_counter() - t)
+            error, seconds = 100.0 * float(np.mean(target != sub_y)), time.perf_counter() - t
+            protect[c] = (error, refit_cost(n_r, seconds))
+            last_trial[0] = seconds
+            return Trial(r, cands[c], n_r, error, seconds)
 
         # n_threads > 1: the rung's candidates run side by side, each on one thread (the
         # kernels release the GIL); the trials are the same, in the same order
@@ -395,6 +436,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         n_next = sizes[r + 1] if r + 1 < len(sizes) else n
         for c, trial in zip(survivors, rung_trials):
             if trial.cv_error is not None:
+                latest[c] = (n_r, trial.seconds)
                 history = measured.setdefault(c, [])
                 history.append((n_r, trial.cv_error))
                 expected = curve_error(history[-2] if len(history) > 1 else None,
@@ -414,24 +456,44 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         last_seconds = {c: t.seconds for c, t in zip(survivors, trials[-len(survivors):])}
         results.sort()
         if r == 0 and results:
-            first_rung_best = (results[0][1], results[0][2], 0)
+            first_rung = [(err, c, 0) for _, err, c in results]
         if out_of_budget:
-            notes.append(f"budget spent during rung {r}; the winner comes from the last "
-                         f"complete rung")
+            notes.append(f"budget spent during rung {r}; the winner comes from the "
+                         + ("last complete rung" if r > 0 else "trials that ran"))
             break
         if results:
-            best_complete = (results[0][1], results[0][2], r)
+            complete = [(err, c, r) for _, err, c in results]
         survivors = _survivors(results, max(1, math.ceil(len(results) / ETA)),
                                n_r if r > 0 else None)
         if not survivors:
             break
-    winner = best_complete or first_rung_best
+    ranked = complete or first_rung
+    winner = ranked[0] if ranked else None
+
+    def predicted_refit(c):
+        return refit_cost(*latest[c]) if c in latest else 0.0
+
+    if winner is not None and refit:
+        # the best-ranked candidate whose refit fits in what is left of the budget
+        # (ijcnn1 at a 9 s budget: the kernel map leads the first rung, but its refit
+        # on all 49 990 rows takes 9 s, the LL-SVM's 0.8 s); none: the quickest refit
+        left = budget_s - (time.perf_counter() - t_start)
+        fits = [t for t in ranked if predicted_refit(t[1]) <= left]
+        chosen = fits[0] if fits else min(ranked, key=lambda t: predicted_refit(t[1]))
+        if chosen is not winner:
+            notes.append(f"the refit of {cands[winner[1]]} (predicted "
+                         f"{predicted_refit(winner[1]):.1f} s) does not fit in the "
+                         f"{max(left, 0.0):.1f} s left; the best-ranked candidate whose "
+                         f"refit " + ("fits" if fits else "is quickest") + " won")
+            winner = chosen
     if winner is not None and refine_C:
+        left = budget_s - (time.perf_counter() - t_start) - predicted_refit(winner[1])
         refined = _refine_C(y, rows, order, sizes[winner[2]], cands[winner[1]], winner[0],
-                            trials, extra, nr_fold, budget_s - (time.perf_counter() - t_start),
-                            info)
+                            trials, extra, nr_fold, left, info)
         if refined is not None:
             cands = cands + [refined[1]]
+            if winner[1] in latest:
+                latest[len(cands) - 1] = latest[winner[1]]
             winner = (refined[0], len(cands) - 1, winner[2])
     if winner is None:
         best_options, best_err = CHEAPEST, None

@@ -1531,11 +1531,13 @@ class AutoLocalClassifier(_LcodingClassifier):
     Parameters (option letter)
     --------------------------
     budget_s : float (-b of ``-C -L auto``)
-        Seconds for the search (the final refit on all rows comes on top).  A rung
-        whose predicted time does not fit runs only its best-ranked candidates that
-        do (at least two), no candidate starts once the budget is spent;
-        a budget too small for one candidate fits the linear SVM ``-s 2 -B 1 -c 1``
-        (``selection_.note`` says so).
+        Seconds for the whole fit: the search and the final refit on all rows (the
+        refit predicted from the candidates' trials).  A rung whose predicted time
+        and refit do not fit runs only its best-ranked candidates that do (at least
+        two), no trial starts that would leave no room for a refit, and the winner is
+        the best-ranked candidate whose refit fits; a budget too small for one
+        candidate fits the linear SVM ``-s 2 -B 1 -c 1`` (``selection_.note`` says
+        so).
     cv : int (-v)
         Folds of the search's cross-validation (the folds of ``-v``), >= 2.
     n_jobs : int or None (-m)
@@ -1561,8 +1563,8 @@ class AutoLocalClassifier(_LcodingClassifier):
     _METHOD = "auto"
     _SAMPLE_WEIGHT = False
     _OPTION_TABLE = (
-        Param("budget_s", "-b", "seconds for the search (the refit on all rows comes on "
-                                "top); too small for one candidate: -s 2 -B 1 -c 1"),
+        Param("budget_s", "-b", "seconds for the search and the refit on all rows; too "
+                                "small for one candidate: -s 2 -B 1 -c 1"),
         Param("cv", "-v", "folds of the search's cross-validation (>= 2)"),
         Param("n_jobs", "-m", "threads: a rung's candidates side by side, and the refit "
                               "(None: 1, -1: all cores)"),

@@ -294,6 +294,23 @@ def test_classes_strategy_gives_the_single_process_model(client, shared_data, op
     assert solved == list(range(9, -1, -1))      # one call per solved problem
 
 
+def test_classes_strategy_hands_a_stalled_solve_over_to_newton(client, capfd):
+    """Rows with a large common component stall LL-SVM's dual CD; a worker's solve
+    hands over to Newton as the one-process training does: the same model bit for
+    bit."""
+    rng = np.random.default_rng(5)
+    X = 30.0 + rng.normal(size=(1500, 6))
+    y = np.where(X[:, 0] - 30 + 0.5 * (X[:, 1] - 30) + 0.7 * rng.normal(size=1500) > 0, 1.0, -1.0)
+    X = sp.csr_matrix(X)
+    options = "-s 1 -c 10 -B 1 -L 2 -A 1 -k 1"
+    single = train_model(y, rows_from_sparse(X), parse_train_options(options))
+    assert "did not halve" in capfd.readouterr().out
+    Xd, yd = _dask(X, y, 3)
+    model = ldask.train(yd, Xd, options + " -q", client=client, timeout=WAIT,
+                        sample_size=X.shape[0], strategy="classes")
+    assert np.array_equal(model.w, single.w)
+
+
 @pytest.mark.parametrize("options", ["-s 1 -L 4 -A 4 -u 3 -c 1 -B 1", "-s 3 -L 5 -A 4 -c 1 -B 1"])
 def test_classes_strategy_trains_anchor_planes(client, shared_data, options):
     """Anchor planes (G-OCC with a bias per plane, C-OCC one class at a time) under

@@ -189,12 +189,14 @@ def test_the_first_rung_has_rows_for_every_class():
     assert sel._rung_sizes(16000, 30, 2)[0] == max(sel.MIN_ROWS, 16000 // 9)
 
 
-def _select_with_fake_cv(monkeypatch, n, cands, error_percent, budget_s, seconds=None):
+def _select_with_fake_cv(monkeypatch, n, cands, error_percent, budget_s, seconds=None,
+                         refit_seconds=None, clock=None):
     """select() over ``cands`` on ``n`` random rows with a fake cross-validation: a
     trial's CV error is ``error_percent(C, rows)`` per cent; with ``seconds(C, rows)``,
-    a fake clock advances by that much per trial."""
+    a fake clock advances by that much per trial; with ``refit_seconds(C)``, the
+    selection refits (a fake training that advances the clock by that much)."""
     import types
-    clock = [0.0]
+    clock = [0.0] if clock is None else clock
     if seconds is not None:
         monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
     rng = np.random.default_rng(0)
@@ -212,8 +214,11 @@ def _select_with_fake_cv(monkeypatch, n, cands, error_percent, budget_s, seconds
     monkeypatch.setattr(sel, "MIN_ROWS", 100)
     monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
     monkeypatch.setattr(sel, "cross_validation", fake_cv)
-    return sel.select(y, X, budget_s=budget_s, seed=1, candidates=cands, refit=False,
-                      refine_C=False)
+    if refit_seconds is not None:
+        monkeypatch.setattr(sel, "train_model", lambda y, rows, params: clock.__setitem__(
+            0, clock[0] + refit_seconds(params.C)))
+    return sel.select(y, X, budget_s=budget_s, seed=1, candidates=cands,
+                      refit=refit_seconds is not None, refine_C=False)
 
 
 def _select_on_a_fake_clock(monkeypatch, budget_s, dear=None):
@@ -246,6 +251,34 @@ def test_a_partial_rung_passes_over_a_dear_candidate_for_cheaper_ones(monkeypatc
     assert rung1 == ["-s 2 -B 1 -c 2", "-s 2 -B 1 -c 4"]
     assert "ran the best 2 of its 3 candidates that fit" in result.note
     assert result.best_options == "-s 2 -B 1 -c 2"
+
+
+def test_the_budget_holds_the_refit(monkeypatch):
+    """With a refit the budget holds it too: C = 3 leads the first rung but costs ten
+    times the others, so its refit on all rows is predicted at 30 s * 900 / (2 * 300)
+    * 1.5 = 67.5 s, more than the budget leaves; the first rung stops where the next
+    trial (guessed at the last one's 30 s) and the refit of the best candidate whose
+    refit fits would overrun, and that candidate (C = 2: 6.75 s) wins -- the whole
+    call keeps to its budget.  Without the refit C = 3 would win (and end far past
+    70 s)."""
+    clock = [0.0]
+    cands = [f"-s 2 -B 1 -c {c}" for c in range(1, 10)]
+    refit = {3.0: 67.5}
+    result = _select_with_fake_cv(
+        monkeypatch, 900, cands, lambda C, rows: 5 * abs(C - 3.0), 70,
+        seconds=lambda C, rows: rows / 100 * (10 if C == 3.0 else 1),
+        refit_seconds=lambda C: refit.get(C, 6.75), clock=clock)
+    assert result.best_options == "-s 2 -B 1 -c 2"
+    assert "the refit of -s 2 -B 1 -c 3 (predicted 67.5 s) does not fit" in result.note
+    assert clock[0] <= 70
+    # with room for it, the leader's refit is taken
+    clock[0] = 0.0
+    result = _select_with_fake_cv(
+        monkeypatch, 900, cands, lambda C, rows: 5 * abs(C - 3.0), 300,
+        seconds=lambda C, rows: rows / 100 * (10 if C == 3.0 else 1),
+        refit_seconds=lambda C: refit.get(C, 6.75), clock=clock)
+    assert result.best_options == "-s 2 -B 1 -c 3" and "refit" not in result.note
+    assert clock[0] <= 300
 
 
 def test_curve_error_extrapolates_the_last_two_rungs():
