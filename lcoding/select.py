@@ -153,10 +153,24 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     coding, the Hellinger map first when every value is >= 0, anchor planes when
     there are enough features for planes, k q-metrics when there are 51 to 100 000
     features, and the RBF kernel PCA map when there are few dense features.
-    Cheapest first (ties in the CV error go to the earlier candidate)."""
+    The linear SVM first, then the estimators' defaults (a budget that cuts the first
+    rung still tries them), then the grids, the dearest (the kernel maps) last; ties
+    in the CV error go to the earlier candidate."""
     n, d = rows.n_rows, rows.n_features
     rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_SELECT, WIDTH_STREAM)[0]))
     out = [f"-s 2 -B 1 -c {c}" for c in ("0.1", "1", "10")]
+    # the estimators' defaults next, chosen by CV across the shared sets: a tight
+    # budget that cuts the first rung still tries them.  LocallyLinearSVC()'s: sqrt(n)
+    # anchors (>= 4 per class), 16 neighbours, the width and C scaled to the data
+    # (lcoding.methods.defaults) -- the selector then never does worse on its folds
+    # than the estimator at its defaults
+    out.append(llsvm_default_options(rows, int(np.unique(y).size), seed))
+    if KQ_MIN_FEATURES < d <= KQ_MAX_FEATURES:
+        # many features (images, text): discriminative k q-metrics on a 50-dimensional
+        # PCA, KQMetricsClassifier()'s setting -- on MNIST and USPS the best of the
+        # estimators at their defaults (1.33 % and 4.58 % test error); the PCA's
+        # 50 x d directions bound d
+        out.append(KQ_CANDIDATE)
     A = max(1, min(100, n // 10))
     k = min(8, A)
     beta = _width(rows, k, rng)
@@ -168,10 +182,6 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
             for c in ("1", "10"):
                 out.append(f"-s 1 -L 2 -B 1 -A {anchors} -k {k} -u {float_text(float(f'{u:.2g}'))} "
                            f"{it} -c {c}")
-    # LocallyLinearSVC()'s defaults: sqrt(n) anchors (>= 4 per class), 16 neighbours,
-    # the width and C scaled to the data (lcoding.methods.defaults) -- the selector
-    # then never does worse on its folds than the estimator at its defaults
-    out.append(llsvm_default_options(rows, int(np.unique(y).size), seed))
     out += [f"-s 1 -L 1 -B 1 -A {A} -k {k} -u 1 {it} -c {c}" for c in ("1", "10")]
     out.append(f"-s 1 -L 3 -B 1 -A {max(1, A // 2)} -u {float_text(beta)} {it} -c 1")
     if rows.data.size and float(rows.data.min()) >= 0:
@@ -181,12 +191,6 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
                 for c in ("1", "10")]
     if d >= 8:
         out += [f"-s 1 -L 4 -B 1 -A {min(d, 32)} -u 1 -c {c}" for c in ("1", "10")]
-    if KQ_MIN_FEATURES < d <= KQ_MAX_FEATURES:
-        # many features (images, text): discriminative k q-metrics on a 50-dimensional
-        # PCA, KQMetricsClassifier()'s setting -- on MNIST and USPS the best of the
-        # estimators at their defaults (1.33 % and 4.58 % test error); the PCA's
-        # 50 x d directions bound d
-        out.append(KQ_CANDIDATE)
     if d <= KPCA_MAX_FEATURES and rows.data.size >= KPCA_MIN_DENSITY * n * d:
         # few dense features (magic04, letter): the RBF kernel PCA map (-t 2, Nystroem
         # landmarks) is what the anchors cannot match -- on magic04 its CV error was
@@ -361,14 +365,15 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
 
     def refit_cost(n_c: int, seconds: float) -> float:
         # the refit on all n rows, predicted from a trial of ``seconds`` on n_c rows:
-        # its k folds trained on (k - 1) n_c rows in all, the refit trains once on n,
-        # times GROWTH per ETA-fold growth of the rows (0 without a refit: the budget
-        # then holds the search alone)
+        # its k folds trained on (k - 1) n_c rows in all, the refit trains once on n
+        # (0 without a refit: the budget then holds the search alone).  Linear in the
+        # rows: a small trial carries fixed costs (a kernel map's 1000 x 1000 eigen-
+        # problem per fold), and GROWTH on top predicted 36.5 s for MNIST's LL-SVM
+        # refit from its 3.6 s trial on 6666 rows, 2.1x the 17.4 s it takes
         if not refit or n_c <= 0:
             return 0.0
         k = max(2, min(nr_fold, n_c))
-        growth = GROWTH ** max(0.0, math.log(n / n_c) / math.log(ETA))
-        return seconds * n / ((k - 1) * n_c) * growth
+        return seconds * n / ((k - 1) * n_c)
 
     for r, n_r in enumerate(sizes):
         elapsed = time.perf_counter() - t_start
