@@ -28,7 +28,8 @@ for the reported error and the prediction time):
   at the best point.  ``select`` s = the grid + the final training.
 * ``SVC()``: scikit-learn's defaults on the raw rows (dense float64), untuned.
 
-Prediction: microseconds per test row of the whole predict call (one thread).
+Prediction: microseconds per test row of the whole predict call (one thread); for
+lcoding, whose calls take milliseconds, the fastest of three calls.
 """
 from __future__ import annotations
 
@@ -154,6 +155,22 @@ def run_svc(y, X, yt, Xt) -> dict:
 
 # ------------------------------------------------------------------ lcoding
 RBF10 = "lcoding auto, budget RBF / 10"
+PREDICT_REPEAT_S = 1.0    # a predict call shorter than this is timed up to 3 times
+
+
+def predict_timed(call):
+    """``(result, seconds)`` of ``call()``: the fastest of up to 3 calls while a call
+    takes under PREDICT_REPEAT_S (a 15 000-row predict of 25 ms is noisy on a shared
+    machine: w8a's LL-SVM measured 1.6 and 3.1 us a row in two runs)."""
+    best = None
+    for _ in range(3):
+        t = time.perf_counter()
+        result = call()
+        seconds = time.perf_counter() - t
+        best = seconds if best is None else min(best, seconds)
+        if seconds >= PREDICT_REPEAT_S:
+            break
+    return result, best
 
 
 def rbf_seconds(name: str, out: Path) -> float:
@@ -172,13 +189,10 @@ def run_auto(y, X, yt, Xt, budget: float, n_threads: int) -> dict:
     from lcoding.liblinearutil import predict
     t0 = time.perf_counter()
     sel = select(y, X, budget_s=budget, seed=SEED, nr_fold=N_FOLD, n_threads=n_threads)
-    t1 = time.perf_counter()
-    _, acc, _ = predict(yt, Xt, sel.model, "-q")
-    t2 = time.perf_counter()
-    refit = [t for t in sel.trials if getattr(t, "rung", None) == "refit"]
-    return {"model": "lcoding auto", "select_s": t1 - t0,
-            "train_s": refit[0].seconds if refit else None,
-            "test_error": 100.0 - acc[0], "predict_us": 1e6 * (t2 - t1) / Xt.shape[0],
+    select_s = time.perf_counter() - t0
+    acc, predict_s = predict_timed(lambda: predict(yt, Xt, sel.model, "-q")[1])
+    return {"model": "lcoding auto", "select_s": select_s, "train_s": sel.refit_seconds,
+            "test_error": 100.0 - acc[0], "predict_us": 1e6 * predict_s / Xt.shape[0],
             "cv_error": sel.cv_error, "setting": sel.best_options, "note": sel.note,
             "budget_s": budget, "trials": sel.table()}
 

@@ -116,14 +116,15 @@ class Trial:
 @dataclass
 class Selection:
     """What :func:`select` found: the winner's options and CV error at the rung that
-    chose it, every trial, the refitted model (``None`` without ``refit``) and a note
-    (the budget's effect)."""
+    chose it, every trial, the refitted model (``None`` without ``refit``), a note
+    (the budget's effect), the whole call's seconds and the refit's."""
     best_options: str
     cv_error: float | None
     trials: list = field(default_factory=list)
     model: Model | None = None
     note: str = ""
     seconds: float = 0.0
+    refit_seconds: float | None = None
 
     def table(self) -> str:
         """The trials as a Markdown table."""
@@ -506,10 +507,12 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                      f"fitted the cheapest applicable method, {CHEAPEST}")
     else:
         best_err, best_options = winner[0], cands[winner[1]]
-    model = None
+    model, refit_seconds = None, None
     if refit:
+        t = time.perf_counter()
         model = train_model(y, rows,
                             parse_train_options(best_options + extra + f" -m {int(n_threads)}"))
+        refit_seconds = time.perf_counter() - t
     return Selection(best_options, best_err, trials, model, "; ".join(notes),
-                     time.perf_counter() - t_start)
+                     time.perf_counter() - t_start, refit_seconds)
 

@@ -35,6 +35,7 @@ def test_successive_halving_table_and_winner(small, monkeypatch):
     assert [len(p) for p in per_rung] == [len(sel.candidate_options(y, _rows(X), seed=3)),
                                           kept, math_ceil(kept / 3) + 1]
     assert [p[0].n_rows for p in per_rung] == [166, 500, 1500]
+    assert result.model is not None and 0 < result.refit_seconds < result.seconds
     # the survivors are the best of their rung, and the winner the best of the last
     first = sorted(per_rung[0], key=lambda t: t.cv_error)
     assert {t.options for t in per_rung[1]} == {t.options for t in first[:len(per_rung[1])]}
