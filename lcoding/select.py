@@ -15,6 +15,10 @@ time budget ``budget_s``:
   (:func:`curve_error`, :func:`_survivors`): a model that gains more from more rows
   is not dropped for a subsample's ranking; and (a few) within one standard error of
   the last one kept, which the subsample cannot tell from it;
+* ``LocallyLinearSVC()``'s options (:data:`DEFAULTS_POSITION`) are a recipe: on a
+  rung of fewer rows than all they are the estimator's options for the rung's rows
+  (``sqrt(n_r)`` anchors, the width and C from those rows), so that the rung judges
+  and the learning curve follows the estimator as it would train there;
 * a candidate that fails (e.g. more planes than the rank allows) is skipped with a
   line in the table, never aborting the search;
 * before a rung starts, its cost is predicted from its candidates' trials in the
@@ -99,6 +103,13 @@ WIDTH_STREAM = 1          # path under PURPOSE_SELECT: the width rule's row samp
 WIDTH_SAMPLE = 2000       # rows measured by the width rule
 WIDTH_ANCHORS = 100       # random training rows standing in for the anchors there
 CHEAPEST = "-s 2 -B 1 -c 1"
+# where candidate_options puts LocallyLinearSVC()'s options: on a rung of fewer rows
+# than all, select() trains that candidate as the estimator would train on the rung's
+# rows (its anchors sqrt(n_r), width and C from them), so that its learning curve is
+# the estimator's; all rows get the options for all rows.  Sized for all rows, ijcnn1's
+# 200 anchors judged on a 1851-row rung had 9 rows each (CV error 7.02 %, 5.35 % with
+# the 43 anchors of sqrt(1851)) and were cut.
+DEFAULTS_POSITION = 3
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,7 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     n, d = rows.n_rows, rows.n_features
     rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_SELECT, WIDTH_STREAM)[0]))
     out = [f"-s 2 -B 1 -c {c}" for c in ("0.1", "1", "10")]
+    assert len(out) == DEFAULTS_POSITION
     # the estimators' defaults next, chosen by CV across the shared sets: a tight
     # budget that cuts the first rung still tries them.  LocallyLinearSVC()'s: sqrt(n)
     # anchors (>= 4 per class), 16 neighbours, the width and C scaled to the data
@@ -278,11 +290,13 @@ def _survivors(results: list, keep: int, n_rows: int | None = None) -> list:
     return chosen
 
 
-def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left, info):
+def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left, info,
+              cost: float):
     """The winner's ``C`` refined by the warm-started ``-C`` path of
     :mod:`lcoding.methods.local_search` at its anchors and ``-u`` (local codings with
     ``-s 1, 3``), on the rows and folds of the rung that chose it, from ``C / 4`` up.
-    Runs when the predicted cost (4 of the winner's trials) fits in ``left``; returns
+    Runs when the predicted cost (4 of the winner's trials of ``cost`` seconds) fits
+    in ``left``; returns
     ``(cv error, options)`` when the new C's cold ``-v`` error is lower, else None."""
     if parse_train_options(options + extra).coding == 0:
         return None             # not a local coding (linear, kernel map, k q-metrics...)
@@ -291,8 +305,6 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
         check_search_parameter(params)
     except ValueError:
         return None
-    cost = max((t.seconds for t in trials if t.options == options and t.n_rows == n_r),
-               default=math.inf)
     if not 4 * cost < left:
         trials.append(Trial(len({t.rung for t in trials}), options, n_r, None, 0.0,
                             "C refinement not run: budget"))
@@ -340,6 +352,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     cands = list(candidate_options(y, rows, seed) if candidates is None else candidates)
     if not cands:
         raise ValueError("select: no candidates")
+    recipe = DEFAULTS_POSITION if candidates is None else None   # module doc, DEFAULTS_POSITION
     order = np.random.Generator(
         np.random.PCG64(rng_state(seed, PURPOSE_SELECT, ORDER_STREAM)[0])).permutation(n)
     sizes = _rung_sizes(n, len(cands), int(np.unique(y).size))
@@ -415,22 +428,27 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             survivors = fitting
         ids = np.sort(order[:n_r])
         sub_y, sub_rows = y[ids], rows.take(ids)
+        rung_options = {}
+        if recipe in survivors and n_r < n:
+            rung_options[recipe] = llsvm_default_options(sub_rows, int(np.unique(sub_y).size),
+                                                         seed)
 
         def evaluate(c, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
             # the trial's own cost guessed as the rung's last one's (cheapest first)
+            options = rung_options.get(c, cands[c])
             if time.perf_counter() - t_start + reserve() + \
                     (last_trial[0] if protect else 0.0) > budget_s:
-                return Trial(r, cands[c], n_r, None, 0.0, "not run: budget spent")
+                return Trial(r, options, n_r, None, 0.0, "not run: budget spent")
             t = time.perf_counter()
             try:
-                params = parse_train_options(cands[c] + extra)
+                params = parse_train_options(options + extra)
                 target = cross_validation(sub_y, sub_rows, params, min(nr_fold, n_r))
             except (ValueError, ArithmeticError, MemoryError) as e:
-                return Trial(r, cands[c], n_r, None, time.perf_counter() - t, f"skipped: {e}")
+                return Trial(r, options, n_r, None, time.perf_counter() - t, f"skipped: {e}")
             error, seconds = 100.0 * float(np.mean(target != sub_y)), time.perf_counter() - t
             protect[c] = (error, refit_cost(n_r, seconds))
             last_trial[0] = seconds
-            return Trial(r, cands[c], n_r, error, seconds)
+            return Trial(r, options, n_r, error, seconds)
 
         # n_threads > 1: the rung's candidates run side by side, each on one thread (the
         # kernels release the GIL); the trials are the same, in the same order
@@ -494,8 +512,10 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             winner = chosen
     if winner is not None and refine_C:
         left = budget_s - (time.perf_counter() - t_start) - predicted_refit(winner[1])
+        n_w, seconds_w = latest.get(winner[1], (0, math.inf))
         refined = _refine_C(y, rows, order, sizes[winner[2]], cands[winner[1]], winner[0],
-                            trials, extra, nr_fold, left, info)
+                            trials, extra, nr_fold, left, info,
+                            seconds_w if n_w == sizes[winner[2]] else math.inf)
         if refined is not None:
             cands = cands + [refined[1]]
             if winner[1] in latest:

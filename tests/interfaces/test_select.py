@@ -37,10 +37,14 @@ def test_successive_halving_table_and_winner(small, monkeypatch):
     assert [p[0].n_rows for p in per_rung] == [166, 500, 1500]
     assert result.model is not None and 0 < result.refit_seconds < result.seconds
     # the survivors are the best of their rung, and the winner the best of the last
+    # (the defaults candidate by its place: its options follow the rung's rows)
+    def key(t):
+        return "defaults" if " -a 0 -I " in t.options else t.options
+
     first = sorted(per_rung[0], key=lambda t: t.cv_error)
-    assert {t.options for t in per_rung[1]} == {t.options for t in first[:len(per_rung[1])]}
+    assert {key(t) for t in per_rung[1]} == {key(t) for t in first[:len(per_rung[1])]}
     second = sorted(per_rung[1], key=lambda t: t.cv_error)
-    assert {t.options for t in per_rung[2]} == {t.options for t in second[:len(per_rung[2])]}
+    assert {key(t) for t in per_rung[2]} == {key(t) for t in second[:len(per_rung[2])]}
     tie = second[len(per_rung[2]) - 1]
     last_kept = second[math_ceil(kept / 3) - 1].cv_error / 100
     assert tie.cv_error <= 100 * (last_kept + (last_kept * (1 - last_kept) / 500) ** 0.5)
@@ -179,7 +183,32 @@ def test_the_estimator_defaults_are_a_candidate(small):
     y, X = small
     est = LocallyLinearSVC(random_state=1).fit(X, y)
     expected = est.to_options().replace(" -S 1 -q", "")
-    assert expected in sel.candidate_options(y, _rows(X), seed=1)
+    assert sel.candidate_options(y, _rows(X), seed=1)[sel.DEFAULTS_POSITION] == expected
+
+
+def test_the_defaults_candidate_is_the_estimator_on_each_rungs_rows(small, monkeypatch):
+    """On a rung of fewer rows the defaults candidate trains as LocallyLinearSVC()
+    would on those rows (sqrt(n_r) anchors, not sqrt(n)); on all rows, and in the
+    refit, the options for all rows."""
+    from lcoding.core import seeds
+    from lcoding.methods.defaults import auto_anchors, llsvm_default_options
+    y, X = small
+    monkeypatch.setattr(sel, "MIN_ROWS", 150)
+    monkeypatch.setattr(sel, "KPCA_MAX_FEATURES", 0)
+    result = sel.select(y, X, budget_s=120, seed=3, refine_C=False, refit=False)
+    first = [t for t in result.trials if t.rung == 0][sel.DEFAULTS_POSITION]
+    n0 = first.n_rows
+    assert n0 < len(y)
+    order = np.random.Generator(np.random.PCG64(
+        seeds.rng_state(3, seeds.PURPOSE_SELECT, sel.ORDER_STREAM)[0])).permutation(len(y))
+    ids = np.sort(order[:n0])
+    rows = _rows(X)
+    assert first.options == llsvm_default_options(rows.take(ids), int(np.unique(y[ids]).size), 3)
+    full = llsvm_default_options(rows, int(np.unique(y).size), 3)
+    assert f" -A {auto_anchors(n0, 2)} " in first.options          # 16: the floor
+    assert f" -A {auto_anchors(len(y), 2)} " in full                 # sqrt(1500): 39
+    assert all(t.options == full for t in result.trials if t.n_rows == len(y)
+               and " -a 0 " in t.options)
 
 
 def test_the_first_rung_has_rows_for_every_class():
