@@ -31,8 +31,8 @@ time budget ``budget_s``:
   end (the first rung's best when none was): on all rows, the lowest CV error;
   when the budget stopped the schedule earlier, the lowest extrapolated one;
 * the budget holds the refit on all rows as well (``refit``): a candidate's refit
-  is predicted from its latest trial (its folds trained on ``(k - 1) n_r`` rows in
-  all, the refit on ``n``, times :data:`GROWTH` per ``ETA``-fold growth of the rows);
+  is predicted from its latest trial, linear in the rows (its folds trained on
+  ``(k - 1) n_r`` rows in all, the refit trains once on ``n``);
   a rung runs only with room for its dearest refit after it (a partial rung: for the
   refit of the dearest candidate it runs), and the winner is the best-ranked
   candidate whose refit fits in what is left (none: the quickest refit), so that the
