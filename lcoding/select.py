@@ -363,10 +363,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     notes = []                  # what the budget did, in order
     last_seconds: dict = {}     # candidate -> seconds of its trial in the last rung
     measured: dict = {}         # candidate -> (rows, CV error) of its trials, rung by rung
-    latest: dict = {}           # candidate -> (rows, seconds) of its latest trial
+    latest: dict = {}           # candidate -> (rows, seconds, CV error) of its latest trial
     out_of_budget = False
-
-    protect: dict = {}          # candidate -> (CV error, predicted refit) of its latest trial
     last_trial = [0.0]          # seconds of the latest trial
 
     def reserve() -> float:
@@ -374,7 +372,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # still fits would fit after it (ijcnn1 at 9 s: the first rung's kernel maps
         # lead with a 15 s refit, the LL-SVM's 2.5 s is kept free)
         elapsed = time.perf_counter() - t_start
-        fitting = [v for v in list(protect.values()) if elapsed + v[1] <= budget_s]
+        refits = [(err, refit_cost(n_c, s)) for n_c, s, err in list(latest.values())]
+        fitting = [v for v in refits if elapsed + v[1] <= budget_s]
         return min(fitting)[1] if fitting else 0.0
 
     def refit_cost(n_c: int, seconds: float) -> float:
@@ -437,7 +436,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # the trial's own cost guessed as the rung's last one's (cheapest first)
             options = rung_options.get(c, cands[c])
             if time.perf_counter() - t_start + reserve() + \
-                    (last_trial[0] if protect else 0.0) > budget_s:
+                    (last_trial[0] if latest else 0.0) > budget_s:
                 return Trial(r, options, n_r, None, 0.0, "not run: budget spent")
             t = time.perf_counter()
             try:
@@ -446,7 +445,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             except (ValueError, ArithmeticError, MemoryError) as e:
                 return Trial(r, options, n_r, None, time.perf_counter() - t, f"skipped: {e}")
             error, seconds = 100.0 * float(np.mean(target != sub_y)), time.perf_counter() - t
-            protect[c] = (error, refit_cost(n_r, seconds))
+            latest[c] = (n_r, seconds, error)
             last_trial[0] = seconds
             return Trial(r, options, n_r, error, seconds)
 
@@ -460,7 +459,6 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         n_next = sizes[r + 1] if r + 1 < len(sizes) else n
         for c, trial in zip(survivors, rung_trials):
             if trial.cv_error is not None:
-                latest[c] = (n_r, trial.seconds)
                 history = measured.setdefault(c, [])
                 history.append((n_r, trial.cv_error))
                 expected = curve_error(history[-2] if len(history) > 1 else None,
@@ -495,7 +493,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     winner = ranked[0] if ranked else None
 
     def predicted_refit(c):
-        return refit_cost(*latest[c]) if c in latest else 0.0
+        return refit_cost(*latest[c][:2]) if c in latest else 0.0
 
     if winner is not None and refit:
         # the best-ranked candidate whose refit fits in what is left of the budget
@@ -512,7 +510,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             winner = chosen
     if winner is not None and refine_C:
         left = budget_s - (time.perf_counter() - t_start) - predicted_refit(winner[1])
-        n_w, seconds_w = latest.get(winner[1], (0, math.inf))
+        n_w, seconds_w, _ = latest.get(winner[1], (0, math.inf, None))
         refined = _refine_C(y, rows, order, sizes[winner[2]], cands[winner[1]], winner[0],
                             trials, extra, nr_fold, left, info,
                             seconds_w if n_w == sizes[winner[2]] else math.inf)

@@ -114,7 +114,6 @@ cdef inline Step coordinate_step(const CodedRows* rows, Py_ssize_t i, const doub
     return st
 
 
-
 cdef inline double merge_pair(const double* local0, const double* local1, const double* base,
                               double* nxt, Py_ssize_t j) noexcept nogil:
     # coordinate j of a two-thread merge: nxt = W + u_0 + u_1; returns u_0 u_1 (the
@@ -124,6 +123,7 @@ cdef inline double merge_pair(const double* local0, const double* local1, const 
     cdef double u1 = local1[j] - b
     nxt[j] = b + (u0 + u1)
     return u0 * u1
+
 
 def coded_row_sqnorms(
         const double[::1] X_data, const int[::1] X_indices, const int64_t[::1] X_indptr,  # IN

@@ -49,8 +49,8 @@ from lcoding.core.threads import (STOP_FLAG, ThreadTeam, TrainingInterrupted, ch
                                   map_threads, single_threaded_blas, split_ranges,
                                   usable_cores)
 from lcoding.linear import _dual_cd
-from lcoding.linear.dual_cd import (STALL_PASSES, StallWatch, at_iteration_cap, dual_start,
-                                    newton_after_stall)
+from lcoding.linear.dual_cd import (STALL_PASSES, StallWatch, at_iteration_cap,
+                                    continue_l2loss, dual_start)
 from lcoding.linear.newton import train_l2r_l2loss_svc
 from lcoding.linear.problem import BinaryProblem, SolveResult, coded_nonzeros_bound
 from lcoding.linear.solvers import BINARY_SOLVERS, METHOD_BINARY_SOLVERS
@@ -558,13 +558,8 @@ def train_l2loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messa
     :func:`~lcoding.linear.dual_cd.train_l2loss_svc_dual_switching`."""
     res = solve_l2r_l1l2_svc_cocoa(prob, params, info, "l2", n_parts,
                                    stall_passes=STALL_PASSES if newton_when_stalled else None)
-    if res.extra["stop"] == "stalled":
-        return newton_after_stall(prob, params, info, res, "rounds",
-                                  n_parts if prob.coding is not None else 1)
-    if res.extra["stop"] == "iteration cap":
-        return at_iteration_cap(prob, params, info, res, "l2",
-                                n_parts if prob.coding is not None else 1)
-    return res
+    return continue_l2loss(prob, params, info, res, "rounds",
+                           n_parts if prob.coding is not None else 1)
 
 
 def train_l1loss_svc_cocoa(prob: BinaryProblem, params: TrainParams, info: Messages,

@@ -95,7 +95,9 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
     (after unshrinking), or after ``max_iter`` outer iterations, or -- with
     ``stall_passes`` (None: never, LIBLINEAR's behaviour) -- when that spread has not
     halved in ``stall_passes`` passes and is still above ``STALL_GAPS * eps``;
-    ``extra["stalled"]`` then says so (``extra["gap"]``: the last pass's spread).
+    ``extra["stalled"]`` then says so (``extra["gap"]``: the last pass's spread), and
+    ``extra["stop"]`` is ``"stalled"``, ``"iteration cap"`` or ``""`` (converged), as
+    CoCoA+'s stop reasons (:func:`continue_l2loss` reads it).
 
     ``init_alpha`` (optional, one value per row): start from this dual point, clipped
     to the box ``[0, U_i]`` of this problem, with ``W`` computed from it -- the warm
@@ -156,8 +158,10 @@ def solve_l2r_l1l2_svc(prob: BinaryProblem, params: TrainParams, info: Messages,
         objective = 0.5 * (float(W @ W) + float(np.dot(alpha, alpha * diag - 2.0)))
     info(f"Objective value = {objective:f}\n")
     info(f"nSV = {int(np.count_nonzero(alpha > 0))}\n")
+    stop = "stalled" if stalled else "iteration cap" if it >= max_iter else ""
     return SolveResult(W, it, objective, alpha,
-                       extra={"stalled": stalled, "gap": PGmax_new - PGmin_new if it else np.inf})
+                       extra={"stalled": stalled, "stop": stop,
+                              "gap": PGmax_new - PGmin_new if it else np.inf})
 
 
 # What to do when the dual CD of a locally linear model stops at the iteration cap
@@ -198,11 +202,23 @@ def at_iteration_cap(prob, params, info, res, loss: str, n_threads: int = 1):
     return res
 
 
-def train_l2loss_svc_dual(prob, params, info):
-    res = solve_l2r_l1l2_svc(prob, params, info, "l2")
-    if res.n_iter >= params.max_iter:
-        return at_iteration_cap(prob, params, info, res, "l2")
+def continue_l2loss(prob: BinaryProblem, params: TrainParams, info: Messages, res,
+                    unit: str = "passes", n_threads: int = 1):
+    """``-s 1`` after its dual steps, by their stop reason ``res.extra["stop"]`` (the
+    sequential dual CD's or CoCoA+'s): a stall hands over to Newton
+    (:func:`newton_after_stall`), the pass cap gets LIBLINEAR's answer
+    (:func:`at_iteration_cap`); a converged solve is ``res`` itself.  ``unit``:
+    "passes" or CoCoA+'s "rounds"; ``n_threads``: the threads of Newton's products."""
+    stop = res.extra.get("stop")
+    if stop == "stalled":
+        return newton_after_stall(prob, params, info, res, unit, n_threads)
+    if stop == "iteration cap":
+        return at_iteration_cap(prob, params, info, res, "l2", n_threads)
     return res
+
+
+def train_l2loss_svc_dual(prob, params, info):
+    return continue_l2loss(prob, params, info, solve_l2r_l1l2_svc(prob, params, info, "l2"))
 
 
 def train_l2loss_svc_dual_switching(prob, params, info):
@@ -210,12 +226,8 @@ def train_l2loss_svc_dual_switching(prob, params, info):
     primal Newton solver (from the dual's ``w``, to 0.1 of its tolerance as at the pass
     cap) when it stalls (:data:`STALL_PASSES`); the same objective.  The linear method
     keeps LIBLINEAR's :func:`train_l2loss_svc_dual`, byte for byte."""
-    res = solve_l2r_l1l2_svc(prob, params, info, "l2", stall_passes=STALL_PASSES)
-    if res.extra.get("stalled"):
-        return newton_after_stall(prob, params, info, res)
-    if res.n_iter >= params.max_iter:
-        return at_iteration_cap(prob, params, info, res, "l2")
-    return res
+    return continue_l2loss(prob, params, info, solve_l2r_l1l2_svc(
+        prob, params, info, "l2", stall_passes=STALL_PASSES))
 
 
 def train_l1loss_svc_dual(prob, params, info):

@@ -303,33 +303,27 @@ def _solve_point(prob: BinaryProblem, point: TrainParams, quiet: Messages, loss:
     """One fold's and class's solve at one C of the path, warm-started from ``start``
     (the dual point at the previous C), as the method trains it: the dual CD -- in
     ``row_threads`` partitions (CoCoA+) when that pays -- and for the squared hinge
-    (``-s 1``) the methods' hand-over to Newton when a coded solve stalls
-    (:func:`lcoding.linear.dual_cd.newton_after_stall`) or any solve reaches the pass
-    cap (:func:`lcoding.linear.dual_cd.at_iteration_cap`).  After a hand-over the dual
+    (``-s 1``) the methods' hand-over to Newton when a coded solve stalls or any solve
+    reaches the pass cap (:func:`lcoding.linear.dual_cd.continue_l2loss`).  After a
+    hand-over the dual
     point is read back from Newton's ``w``
     (:func:`lcoding.linear.newton.squared_hinge_dual_point`) for the next C."""
     stall = dual_cd.STALL_PASSES if loss == "l2" and prob.coding is not None else None
-    n_threads = 1
     if row_threads > 1 and cocoa.worth_threads(prob):
         res = cocoa.solve_l2r_l1l2_svc_cocoa(prob, point, quiet, loss, row_threads,
                                              init_alpha=start, newton_finish=False,
                                              stall_passes=stall)
-        stop = res.extra["stop"]
         unit, n_threads = "rounds", (row_threads if prob.coding is not None else 1)
     else:
         res = dual_cd.solve_l2r_l1l2_svc(prob, point, quiet, loss, init_alpha=start,
                                          stall_passes=stall)
-        stop = "stalled" if res.extra["stalled"] else \
-            "iteration cap" if res.n_iter >= point.max_iter else None
-        unit = "passes"
-    if loss != "l2" or stop not in ("stalled", "iteration cap"):
+        unit, n_threads = "passes", 1
+    if loss != "l2":
         return res
-    if stop == "stalled":
-        res = dual_cd.newton_after_stall(prob, point, quiet, res, unit, n_threads)
-    else:
-        res = dual_cd.at_iteration_cap(prob, point, quiet, res, "l2", n_threads)
-    res.alpha = squared_hinge_dual_point(prob, point, res.w)
-    return res
+    done = dual_cd.continue_l2loss(prob, point, quiet, res, unit, n_threads)
+    if done is not res:
+        done.alpha = squared_hinge_dual_point(prob, point, done.w)
+    return done
 
 
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
