@@ -41,6 +41,43 @@ NEWTON_ROWS_PER_WEIGHT = 8
 # no loss beyond the seeds' spread at 10 (the inertia is within 1 % of the 20th
 # step's), and k-means is 30-45 % of a default fit on ijcnn1 and w8a
 KMEANS_ITER = 10
+# KQMetricsClassifier(solver='flats'): affine k q-flats of a quarter of the dimension
+# (after a centring PCA to at most 50), each flat fitted to about 3 q of its class's
+# rows, at most 32 flats a class.  3-fold CV on the training splits, error % for
+# 1 / 2 / 4 / 8 / 16 / 32 flats a class: letter (q 4) on 1777 rows 24.7 / 18.5 / 16.2 /
+# 17.4 / 21.3 / 21.3 (the rule: 3), on 5333 rows 22.2 / 14.6 / 11.0 / 9.3 / 9.2 / 11.0
+# (11), on all 16 000 21.4 / 11.8 / 7.4 / 5.5 / 4.7 / 4.1 (32); usps (q 12) 8 / 16 /
+# 32: 2.06 / 2.13 / 2.32 (13); mnist (8000 rows, q 12) 4.22 / 4.02 / 4.36 (14).
+# A q-flat needs q + 1 rows to be determined at all; a few times that to be estimated
+FLATS_Q_DIVISOR = 4
+FLATS_PCA = 50
+FLATS_ROWS_PER_DIMENSION = 3
+FLATS_MAX_CLUSTERS = 32
+# ... and vote 5 restarts (-W): 3-fold CV, 1 / 3 / 5 / 9 restarts: letter 4.17 / 3.13 /
+# 2.79 / 2.51 %, usps 1.91 / 1.44 / 1.43 / 1.39 %, mnist (16 000 rows) 3.14 / 2.48 / 2.37 %
+# (training and prediction cost grow with the restarts)
+FLATS_RESTARTS = 5
+
+
+def flats_dimension(n_features: int) -> tuple:
+    """``(pca, q)`` of the default k q-flats for rows of ``n_features`` features."""
+    pca = min(FLATS_PCA, n_features)
+    return pca, max(1, pca // FLATS_Q_DIVISOR)
+
+
+def flats_clusters(n_rows: int, n_classes: int, q: int) -> int:
+    """Flats per class: about ``FLATS_ROWS_PER_DIMENSION q`` rows each, 1 to
+    ``FLATS_MAX_CLUSTERS``."""
+    per_class = n_rows // max(1, n_classes)
+    return max(1, min(FLATS_MAX_CLUSTERS, per_class // (FLATS_ROWS_PER_DIMENSION * q)))
+
+
+def flats_default_options(rows: Rows, n_classes: int) -> str:
+    """The option string ``KQMetricsClassifier(solver='flats')`` fits on these rows
+    (default offset), without ``-S`` / ``-q``."""
+    pca, q = flats_dimension(rows.n_features)
+    k = flats_clusters(rows.n_rows, n_classes, q)
+    return f"-s 41 -k {k} -Q {q} -l {pca} -Z 0 -z 0.5 -y 1 -W {FLATS_RESTARTS}"
 
 
 def auto_anchors(n: int, n_classes: int | None) -> int:

@@ -69,6 +69,7 @@ PASS_NAMES = {PASS_STOCHASTIC: "stochastic", PASS_SEMI_CURRENT: "semi-current",
               PASS_SEMI_STALE: "semi-stale"}
 
 LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when stable)
+SMALL_EIGH = 64         # eigenproblems up to this dimension: full, stacked (top_eigenvectors_stack)
 TRANSFORM_VALUES = 1 << 22   # dense values per preprocessing block (32 MB)
 GRAM_WORK = 1 << 24          # multiply-adds per block of the PCA's sparse gram (~0.06 s: scipy takes ~3.5 ns each)
 # more input features than this (and at most a quarter of them kept): the PCA runs
@@ -226,13 +227,14 @@ def top_covariance_eigenvectors(X: sp.csr_matrix, mean: np.ndarray, count: int) 
 
 
 def _fix_signs(vectors: np.ndarray) -> np.ndarray:
-    """Deterministic signs: the largest-magnitude entry of every row is positive."""
+    """Deterministic signs: the largest-magnitude entry of every row is positive
+    (rows along the last axis; a stack ``(m, count, d)`` is fixed row by row)."""
     if vectors.size == 0:
         return vectors
-    pick = np.argmax(np.abs(vectors), axis=1)
-    signs = np.sign(vectors[np.arange(vectors.shape[0]), pick])
+    pick = np.argmax(np.abs(vectors), axis=-1)
+    signs = np.sign(np.take_along_axis(vectors, pick[..., None], axis=-1))
     signs[signs == 0] = 1.0
-    return vectors * signs[:, None]
+    return vectors * signs
 
 
 # ------------------------------------------------------------------ k-subspaces
@@ -247,16 +249,85 @@ def top_eigenvectors(symmetric: np.ndarray, count: int) -> np.ndarray:
     """(count, d) rows: the eigenvectors of the ``count`` largest eigenvalues of a
     symmetric (d, d) matrix, largest first.
 
-    LAPACK runs on one BLAS thread whatever ``-m`` is: its reduction to tridiagonal
-    form makes ~d small threaded BLAS-2 calls, and with two BLAS threads on a loaded
-    2-core machine each call waits for a descheduled partner -- one 784 x 784
-    eigendecomposition took 3.6-7.4 s instead of 0.1 s, and Ctrl-C waits for it
-    (the results do not depend on the thread count)."""
-    check_stop()        # k-subspaces runs one per cluster: ~k per Lloyd step
+    Up to :data:`SMALL_EIGH` dimensions: :func:`top_eigenvectors_stack` (LAPACK's
+    full ``syevd``, the same numbers alone or in a stack).  Above it, only the
+    ``count`` wanted pairs (``syevr``), on one BLAS thread whatever ``-m`` is: its
+    reduction to tridiagonal form makes ~d small threaded BLAS-2 calls, and with two
+    BLAS threads on a loaded 2-core machine each call waits for a descheduled partner
+    -- one 784 x 784 eigendecomposition took 3.6-7.4 s instead of 0.1 s, and Ctrl-C
+    waits for it (the results do not depend on the thread count)."""
     d = symmetric.shape[0]
+    if d <= SMALL_EIGH:
+        return top_eigenvectors_stack(symmetric[None], count)[0]
+    check_stop()        # k-subspaces runs one per cluster: ~k per Lloyd step
     with blas_threads(1):
         vals, vecs = scipy.linalg.eigh(symmetric, subset_by_index=(d - count, d - 1))
     return vecs[:, ::-1].T.copy()
+
+
+def top_eigenvectors_stack(symmetric: np.ndarray, count: int) -> np.ndarray:
+    """(m, count, d): :func:`top_eigenvectors` of each of a stack of m symmetric
+    (d, d) matrices, d <= :data:`SMALL_EIGH`, in one LAPACK call per matrix and one
+    Python call per stack.  k q-flats on letter (26 classes x 16 flats, 16 features)
+    refit 3918 flats a training: one ``scipy.linalg.eigh`` each, with its checks and
+    thread-limit switch, was 75 us a flat, 0.3 s of a 0.45 s training.  A 64 x 64
+    ``syevd`` runs on one thread in any BLAS; the caller may still hold one limit
+    (:func:`blas_threads`) around a whole loop of these calls."""
+    if symmetric.shape[-1] > SMALL_EIGH:
+        raise ValueError(f"top_eigenvectors_stack: dimension {symmetric.shape[-1]} "
+                         f"> {SMALL_EIGH}")
+    if symmetric.shape[0] == 0:
+        return np.empty((0, count, symmetric.shape[-1]))
+    check_stop()
+    _, vecs = np.linalg.eigh(symmetric)          # ascending eigenvalues
+    top = vecs[:, :, ::-1][:, :, :count]         # (m, d, count), largest first
+    return _fix_signs(np.ascontiguousarray(np.swapaxes(top, 1, 2)))
+
+
+def _cluster_scatter(X: np.ndarray, assign: np.ndarray, clusters: np.ndarray,
+                     centred: bool):
+    """The mean (zeros when not ``centred``) and (d, d) scatter ``(X_j - c_j)ᵀ(X_j -
+    c_j)`` of each (non-empty) cluster j of ``clusters`` under ``assign``: the members
+    in row order, as ``X[assign == j]`` gives them, so each matrix is bit for bit the
+    one a per-cluster refit forms."""
+    d = X.shape[1]
+    order = np.argsort(assign, kind="stable")
+    ends = np.cumsum(np.bincount(assign, minlength=int(assign.max()) + 1 if assign.size else 0))
+    means = np.zeros((len(clusters), d))
+    scatter = np.empty((len(clusters), d, d))
+    for i, j in enumerate(clusters):
+        start = ends[j - 1] if j > 0 else 0
+        members = X[order[start:ends[j]]]
+        if centred:
+            means[i] = members.mean(axis=0)
+            members = members - means[i]
+        scatter[i] = members.T @ members
+    return means, scatter
+
+
+def _refit_subspaces(X, assign, k, q, F, centres=None, changed=None) -> None:
+    """Refit the q-subspace (``centres`` given: the mean and the top-q principal
+    directions around it) of every non-empty cluster in ``changed`` (None: all) in
+    place; an empty one keeps its model.  Small dimensions stack the eigenproblems
+    (:func:`top_eigenvectors_stack`); larger ones solve them one by one, only the q
+    wanted pairs each."""
+    d = X.shape[1]
+    counts = np.bincount(assign, minlength=k)
+    live = np.flatnonzero(counts)
+    if changed is not None:
+        live = np.intersect1d(live, changed)
+    if d > SMALL_EIGH:
+        for j in live:
+            members = X[assign == j]
+            if centres is not None:
+                centres[j] = members.mean(axis=0)
+                members = members - centres[j]
+            F[j] = top_subspace(members, q)
+        return
+    means, scatter = _cluster_scatter(X, assign, live, centres is not None)
+    F[live] = top_eigenvectors_stack(scatter, q)
+    if centres is not None:
+        centres[live] = means
 
 
 def k_subspaces(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
@@ -285,27 +356,33 @@ def k_subspaces(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
         proj = (X @ F.reshape(k * q, d).T).reshape(n, k, q)
         return np.einsum("nkq,nkq->nk", proj, proj)
 
-    def fit(j, members):
-        F[j] = top_subspace(members, q)
-    return F, _lloyd(X, k, n_steps, scores, fit)
+    def refit(assign, changed):
+        _refit_subspaces(X, assign, k, q, F, changed=changed)
+    return F, _lloyd(X, n_steps, scores, refit)
 
 
-def _lloyd(X: np.ndarray, k: int, n_steps: int, scores, fit) -> np.ndarray:
+def _lloyd(X: np.ndarray, n_steps: int, scores, refit) -> np.ndarray:
     """Lloyd steps shared by k-subspaces and k-flats: assign every row to the
-    cluster of largest ``scores()`` (n, k), refit each non-empty cluster with
-    ``fit(j, members)`` (an empty one keeps its model), until the assignment repeats
-    (at most ``n_steps``).  Returns the assignment."""
+    cluster of largest ``scores()`` (n, k), refit the non-empty clusters among those
+    whose members changed with ``refit(assign, changed)`` (``changed`` None: all; an
+    empty one keeps its model), until the assignment repeats (at most ``n_steps``).
+    Returns the assignment."""
     assign = None
     for _ in range(n_steps):
         check_stop()
         new = np.argmax(scores(), axis=1)
-        if assign is not None and np.array_equal(new, assign):
-            break
+        if assign is None:
+            changed = None
+        else:
+            moved = new != assign
+            if not moved.any():
+                break
+            # only the clusters a row left or joined: the others have the same members
+            # in the same order, hence the same model (bit for bit); after the first
+            # steps most clusters keep theirs
+            changed = np.union1d(new[moved], assign[moved])
         assign = new
-        for j in range(k):
-            members = X[assign == j]
-            if members.shape[0] > 0:
-                fit(j, members)
+        refit(assign, changed)
     return assign
 
 
@@ -358,7 +435,10 @@ def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
     def all_scores():
         flat_scores(X, F.reshape(k * q, d), centres, q, scores)
         return scores
-    return F, centres, _lloyd(X, k, n_steps, all_scores, fit)
+
+    def refit(assign, changed):
+        _refit_subspaces(X, assign, k, q, F, centres, changed)
+    return F, centres, _lloyd(X, n_steps, all_scores, refit)
 
 
 # ------------------------------------------------------------------ the model

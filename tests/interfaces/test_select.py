@@ -477,3 +477,36 @@ def test_k_q_metrics_is_a_candidate_for_many_features(monkeypatch):
         assert (sel.KQ_CANDIDATE in sel.candidate_options(y, _rows(X), seed=1)) == expected, d
     monkeypatch.setattr(sel, "KQ_MAX_FEATURES", 4999)       # the upper bound, cheaply
     assert sel.KQ_CANDIDATE not in sel.candidate_options(y, _rows(X), seed=1)
+
+
+def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
+    """Three classes or more: KQMetricsClassifier(solver='flats')'s options are a
+    candidate (the estimator's option string, without -S / -q), and on a rung of
+    fewer rows its flats per class follow that rung's rows; two classes: no flats."""
+    import scipy.sparse as sp
+    from lcoding.core import seeds
+    from lcoding.methods.defaults import flats_clusters, flats_default_options
+    from lcoding.sklearn import KQMetricsClassifier
+    rng = np.random.default_rng(4)
+    centres = rng.normal(scale=4.0, size=(4, 6))
+    y = (np.arange(2400) % 4).astype(float)
+    X = sp.csr_matrix(centres[y.astype(int)] + rng.normal(size=(2400, 6)))
+    cands = sel.candidate_options(y, _rows(X), seed=1)
+    flats = [o for o in cands if o.startswith(sel.FLATS_RECIPE)]
+    est = KQMetricsClassifier(solver="flats", random_state=1).fit(X, y)
+    assert flats == [est.to_options().replace(" -S 1 -q", "")]
+    assert est.n_clusters_ == flats_clusters(2400, 4, 1) == 32 and est.q_ == 1
+    assert not [o for o in sel.candidate_options(np.where(y > 1, 1.0, -1.0), _rows(X), seed=1)
+                if o.startswith(sel.FLATS_RECIPE)]
+    result = sel.select(y, X, budget_s=120, seed=3, refine_C=False, refit=False,
+                        candidates=None)
+    tried = [t for t in result.trials if t.options.startswith(sel.FLATS_RECIPE)]
+    assert tried and tried[0].n_rows < len(y)
+    order = np.random.Generator(np.random.PCG64(
+        seeds.rng_state(3, seeds.PURPOSE_SELECT, sel.ORDER_STREAM)[0])).permutation(len(y))
+    for t in tried:
+        ids = np.sort(order[:t.n_rows])
+        expected = flats_default_options(_rows(X).take(ids), 4) if t.n_rows < len(y) \
+            else flats[0]
+        assert t.options == expected, (t.n_rows, t.options)
+    assert f"-k {flats_clusters(tried[0].n_rows, 4, 1)} " in tried[0].options

@@ -447,6 +447,34 @@ def test_capped_defaults_warn():
         KQMetricsClassifier().fit(X, y)
 
 
+def test_flats_defaults_resolve_from_the_solver():
+    """solver='flats' at its defaults: affine flats of a quarter of the dimension in
+    the raw geometry, about 3 q rows each (600 rows, 3 classes, q 3: 200 // 9 = 22,
+    at most 16 here... see below), 5 restarts voting, no capped-default warning; the
+    metrics keep the paper's sphere, 8 metrics, one restart."""
+    import warnings
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(600, 12)) + 4.0 * rng.integers(0, 3, size=600)[:, None]
+    y = np.arange(600) % 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # nothing is capped for the flats
+        flats = KQMetricsClassifier(solver="flats", pca_components=None).fit(X, y)
+    opts = flats.to_options()
+    assert opts.startswith("-s 41 -k 22 -Q 3 -Z 0") and "-y 1 -W 5" in opts, opts
+    assert (flats.q_, flats.n_clusters_, flats.sphere_, flats.affine_, flats.n_restarts_) \
+        == (3, 22, False, True, 5)
+    assert KQMetricsClassifier(solver="flats").fit(X[:, :2], y).q_ == 1   # 2 // 4 -> 1
+    metrics = KQMetricsClassifier(q=4).fit(X, y)
+    opts = metrics.to_options()
+    assert opts.startswith("-s 40 -k 8 -Q 4") and "-Z 1" in opts and "-y" not in opts
+    assert "-W 1" in opts
+    assert (metrics.sphere_, metrics.affine_, metrics.n_restarts_) == (True, False, 1)
+    # explicit values win over 'auto'
+    assert "-Z 1" in KQMetricsClassifier(solver="flats", sphere=True).fit(X, y).to_options()
+    with pytest.raises(ValueError, match="affine"):
+        KQMetricsClassifier(affine=True).fit(X, y)
+
+
 # ---------------------------------------------------------------------- model selection
 def test_pipeline_grid_search_cross_val_score():
     X, y = blobs(n=300)

@@ -518,3 +518,74 @@ def test_pca_of_many_features_by_lanczos_matches_the_dense_eigendecomposition(mo
     np.testing.assert_allclose(pre.mean, mean)
     again = kq_module.KQPreprocess.fit(as_rows(X), 12, True)
     np.testing.assert_array_equal(again.components, pre.components)
+
+
+def test_stacked_eigenvectors_equal_one_at_a_time():
+    """Up to SMALL_EIGH dimensions the refits solve all clusters' eigenproblems in one
+    call: each matrix gives bit for bit what it gives alone, and the span of the
+    top vectors is scipy's (the subset solver the large dimensions keep)."""
+    import scipy.linalg
+    from lcoding.methods import kq as kq_module
+    rng = np.random.default_rng(11)
+    A = rng.normal(size=(7, 40, 16))
+    S = np.einsum("mni,mnj->mij", A, A)
+    stacked = kq_module.top_eigenvectors_stack(S, 4)
+    for m in range(S.shape[0]):
+        np.testing.assert_array_equal(stacked[m], kq_module.top_eigenvectors(S[m], 4))
+        _, ref = scipy.linalg.eigh(S[m], subset_by_index=(12, 15))
+        cosines = np.linalg.svd(stacked[m] @ ref, compute_uv=False)
+        assert cosines.min() > 1 - 1e-12
+        # signs: the largest-magnitude entry of every row is positive
+        rows = stacked[m]
+        assert np.all(rows[np.arange(4), np.argmax(np.abs(rows), axis=1)] > 0)
+    with pytest.raises(ValueError, match="dimension"):
+        kq_module.top_eigenvectors_stack(np.zeros((1, 65, 65)), 2)
+
+
+@pytest.mark.parametrize("centred", [False, True])
+def test_stacked_refit_matches_the_per_cluster_refit(monkeypatch, centred):
+    """The stacked refit of k-subspaces / k-flats equals the cluster-by-cluster one
+    (which dimensions above SMALL_EIGH use) to rounding; an empty cluster keeps
+    its model."""
+    from lcoding.methods import kq as kq_module
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(500, 10)) + rng.integers(0, 4, size=500)[:, None]
+    assign = rng.integers(0, 5, size=500)
+    assign[assign == 3] = 4                    # cluster 3 is empty
+    def refit(small):
+        F = np.full((5, 3, 10), 7.0)
+        centres = np.full((5, 10), 7.0) if centred else None
+        monkeypatch.setattr(kq_module, "SMALL_EIGH", 64 if small else 0)
+        kq_module._refit_subspaces(X, assign, 5, 3, F, centres)
+        return F, centres
+    (F1, c1), (F2, c2) = refit(True), refit(False)
+    np.testing.assert_allclose(F1, F2, atol=1e-12)
+    np.testing.assert_array_equal(F1[3], 7.0)
+    if centred:
+        np.testing.assert_allclose(c1, c2, atol=1e-12)
+        np.testing.assert_array_equal(c1[3], 7.0)
+
+
+def test_lloyd_refits_only_the_clusters_that_changed(monkeypatch):
+    """A Lloyd step refits only the clusters a row left or joined; the others have
+    the same members, so k-flats and k-subspaces give bit for bit what refitting
+    every cluster gives."""
+    from lcoding.methods import kq as kq_module
+    rng = np.random.default_rng(13)
+    X = rng.normal(scale=3.0, size=(20, 8))[rng.integers(0, 20, size=1200)] \
+        + rng.normal(size=(1200, 8))
+    fast_flats = k_flats(X, 20, 2, np.random.default_rng(2))
+    fast_sub = k_subspaces(X, 20, 2, np.random.default_rng(2))
+    real = kq_module._refit_subspaces
+    seen = []
+
+    def refit_all(X_, assign, k, q, F, centres=None, changed=None):
+        seen.append(changed)
+        real(X_, assign, k, q, F, centres, None)
+    monkeypatch.setattr(kq_module, "_refit_subspaces", refit_all)
+    slow_flats = k_flats(X, 20, 2, np.random.default_rng(2))
+    slow_sub = k_subspaces(X, 20, 2, np.random.default_rng(2))
+    for fast, slow in zip(fast_flats + fast_sub, slow_flats + slow_sub):
+        np.testing.assert_array_equal(fast, slow)
+    # the wrapper saw the changed sets the Lloyd steps passed: the late ones are small
+    assert seen[0] is None and min(len(c) for c in seen[1:] if c is not None) <= 5
