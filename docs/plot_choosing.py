@@ -70,6 +70,8 @@ FIGURES = [
      "-s 31 -L 3 -j 0 -B 1 -P 10 -T 100000 -E 10 -A 100 -c 10 -f 1000 -u 0.05"),
     ("usps", "kq", 4.78, 38.4, "wall", "kq.md", "-s 40 -E 40 -l 0 -k 1 -Q 20 -U 1.2 -V 0.8 -W 5"),
     ("usps", "kqflats", 4.14, 8.2, "wall", "kq.md", "-s 41 -l 0 -k 32 -Q 10 -y 1"),
+    ("usps", "kqflatsvote", 4.43, 0.74, "wall", "defaults.md",
+     "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5"),
     ("usps", "invariant", 3.94, 34.7, "cpu", "invariant.md",
      "-t 2 -g 0.0078125 -c 10 -s 3 -B 1 -X 1000 -H 4 -J 3 -Y 0.9 (pixels in [-1, 1])"),
     # letter: 16 integer features 0..15, 16000 training rows, 26 classes
@@ -84,6 +86,8 @@ FIGURES = [
      "-s 31 -L 3 -j 0 -B 1 -P 10 -T 100000 -E 50 -A 100 -f 3000 -c 3 -u 0.3 (z-scored)"),
     ("letter", "kq", 2.40, 128.4, "wall", "kq.md", "-s 40 -E 40 -l 16 -k 16 -Q 8 -U 1.05 -V 0.95 -W 5"),
     ("letter", "kqflats", 3.45, 2.2, "wall", "kq.md", "-s 41 -l 0 -k 32 -Q 4 -y 1"),
+    ("letter", "kqflatsvote", 1.95, 0.70, "wall", "defaults.md",
+     "-s 41 -k 32 -Q 4 -l 16 -Z 0 -z 0.5 -y 1 -W 5"),
     # mnist: 784 pixels in [0, 1], 60000 training images, 10 classes
     ("mnist", "linear", 8.20, 20.1, "cpu", "llsvm.md", "liblinear -s 1 -B 1 -c 0.1"),
     ("mnist", "rbf", 1.48, 533.0, "cpu", "llsvm.md", "libsvm -t 2 -c 10 -g 0.02"),
@@ -95,6 +99,8 @@ FIGURES = [
     ("mnist", "kq", 1.09, 67.8, "wall", "kq.md",
      "-s 40 -l 50 -k 8 -Q 20 -U 1.05 -V 0.95 -E 40 -K 3 -z 0.5 -W 5"),
     ("mnist", "kqflats", 1.56, 43.6, "wall", "kq.md", "-s 41 -l 100 -k 64 -Q 15 -y 1"),
+    ("mnist", "kqflatsvote", 1.26, 10.75, "wall", "defaults.md",
+     "-s 41 -k 32 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5"),
 ]
 
 DATASETS = ["banana", "magic04", "ijcnn1", "w8a", "usps", "letter", "mnist"]
@@ -117,6 +123,7 @@ STYLE = {
     "jo": ("LLC-JO (-s 31 -L 3)", "D", "#d62728", 50),
     "kq": ("k q-metrics, 5 restarts (-s 40 -W 5)", "v", "#9467bd", 65),
     "kqflats": ("k q-flats (-s 41 -y 1)", "X", "#e377c2", 70),
+    "kqflatsvote": ("k q-flats, 5 restarts (solver='flats')", "p", "#17becf", 75),
     "invariant": ("invariant SVM (-H 4 -J 3)", "h", "#8c564b", 75),
 }
 TIME_FLOOR = 0.05     # a time printed as 0.0 s is drawn here
@@ -161,7 +168,7 @@ def main(out: Path = OUT) -> None:
     for key, (label, marker, colour, size) in STYLE.items():
         legend_ax.scatter([], [], marker=marker, s=size, c=colour, edgecolors=colour, label=label)
     legend_ax.scatter([], [], marker="o", s=60, c="white", edgecolors="#444444",
-                      label="hollow: wall-clock s (k q-metrics tables)")
+                      label="hollow: wall-clock s (k q-metrics, defaults tables)")
     legend_ax.legend(loc="center", fontsize=8.5, frameon=False, title="filled: process CPU s",
                      title_fontsize=8.5)
     fig.suptitle("Test error vs training time on the shared benchmark sets "
