@@ -1153,13 +1153,14 @@ class KQMetricsClassifier(_LcodingClassifier):
         _KERNEL_MAP,
         _KERNEL_MAP_ORDER,
         _RANDOM_STATE,
+        _N_JOBS,
         _VERBOSE_PLAIN,
     )
 
     def __init__(self, solver="metrics", n_clusters="auto", q="auto", pca_components="auto",
                  sphere="auto", offset=0.5, affine="auto", n_restarts="auto", mu1=1.05, mu2=0.95,
                  dt=0.1, max_iter=None, kernel_map=None, kernel_map_order=1,
-                 probability=False, random_state=None, verbose=0):
+                 probability=False, random_state=None, n_jobs=None, verbose=0):
         self.solver = solver
         self.n_clusters = n_clusters
         self.q = q
@@ -1176,6 +1177,7 @@ class KQMetricsClassifier(_LcodingClassifier):
         self.kernel_map_order = kernel_map_order
         self.probability = probability
         self.random_state = random_state
+        self.n_jobs = n_jobs
         self.verbose = verbose
 
     def _options(self, rows, y_train, sample_weight):

@@ -47,7 +47,7 @@ from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.messages import Messages, progress_line
 from lcoding.core.classes import group_classes
 from lcoding.core.params import KQParams
-from lcoding.core.threads import blas_threads, check_stop
+from lcoding.core.threads import blas_threads, check_stop, map_threads
 from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
 
 FORMAT_VERSION = "1"
@@ -857,7 +857,10 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
     metrics = np.empty((kp.restarts, nr_class * k * q, X.shape[1]))
     affine = bool(kp.affine) and solver_type == KQ_FLATS
     centres = np.empty((kp.restarts, nr_class * k, X.shape[1])) if affine else None
-    for r in range(kp.restarts):
+
+    def restart(r):
+        # restart r draws only from its own streams (path ..., r), so the restarts
+        # are the same bit for bit whether they run one after another or side by side
         t = time.perf_counter()
         rng = _rng(params.seed, PURPOSE_KQ_INIT, *seed_path, r)
         if affine:
@@ -872,6 +875,17 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
                                   _rng(params.seed, PURPOSE_KQ_ORDER, *seed_path, r), info,
                                   on_pass, r)
         metrics[r] = W
+
+    # -m N with -W r > 1: the restarts run N at a time, BLAS on one thread inside
+    # them (each line of progress names its restart); a pass callback (the
+    # benchmarks' per-pass evaluation) keeps them in order
+    threads = min(int(params.n_threads), kp.restarts) if on_pass is None else 1
+    if threads > 1:
+        with blas_threads(1):
+            map_threads(restart, range(kp.restarts), threads)
+    else:
+        for r in range(kp.restarts):
+            restart(r)
     return KQModel(solver_type, nr_class, labels, rows.n_features, pre, k, q, metrics,
                    param=params, centres=centres)
 

@@ -469,8 +469,9 @@ def test_flats_defaults_resolve_from_the_solver():
     assert opts.startswith("-s 40 -k 8 -Q 4") and "-Z 1" in opts and "-y" not in opts
     assert "-W 1" in opts
     assert (metrics.sphere_, metrics.affine_, metrics.n_restarts_) == (True, False, 1)
-    # explicit values win over 'auto'
+    # explicit values win over 'auto'; n_jobs is -m (the restarts side by side)
     assert "-Z 1" in KQMetricsClassifier(solver="flats", sphere=True).fit(X, y).to_options()
+    assert " -m 2 " in KQMetricsClassifier(solver="flats", n_jobs=2).fit(X, y).to_options()
     with pytest.raises(ValueError, match="affine"):
         KQMetricsClassifier(affine=True).fit(X, y)
 

@@ -278,6 +278,21 @@ def test_same_seed_same_model_and_restarts_differ():
     assert not np.array_equal(a.metrics[0], a.metrics[1])
 
 
+@pytest.mark.parametrize("opts", ["-s 40 -k 2 -Q 2 -E 3 -W 3", "-s 41 -k 2 -Q 2 -y 1 -W 3",
+                                  "-s 40 -k 2 -Q 2 -E 3 -W 1"])
+def test_restarts_side_by_side_give_the_same_model(opts):
+    """-m 3 runs the restarts of -W side by side; each draws from its own streams, so
+    the model file is the -m 1 one byte for byte."""
+    rng = np.random.default_rng(14)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 10, 60)
+    one = train(y, X, f"{opts} -S 7")
+    three = train(y, X, f"{opts} -S 7 -m 3")
+    np.testing.assert_array_equal(one.metrics, three.metrics)
+    if one.centres is not None:
+        np.testing.assert_array_equal(one.centres, three.centres)
+    assert model_to_text(one) == model_to_text(three)
+
+
 def test_vote_is_majority_of_restarts():
     rng = np.random.default_rng(9)
     X, y, _ = subspace_data(rng, 3, 2, 3, 10, 40)
