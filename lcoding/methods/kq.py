@@ -72,6 +72,7 @@ LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when s
 SMALL_EIGH = 64         # eigenproblems up to this dimension: full, stacked (top_eigenvectors_stack)
 TRANSFORM_VALUES = 1 << 22   # dense values per preprocessing block (32 MB)
 GRAM_WORK = 1 << 24          # multiply-adds per block of the PCA's sparse gram (~0.06 s: scipy takes ~3.5 ns each)
+DENSE_GRAM_RATIO = 100       # the PCA's gram by dense blocks when n d^2 <= this times sum nnz_i^2
 # more input features than this (and at most a quarter of them kept): the PCA runs
 # Lanczos on the covariance operator instead of the dense d x d eigendecomposition
 DENSE_PCA_MAX_FEATURES = 2048
@@ -140,7 +141,7 @@ class KQPreprocess:
         if in_dim > DENSE_PCA_MAX_FEATURES and pca_dim <= in_dim // 4:
             comps = top_covariance_eigenvectors(X, mean, pca_dim)
         else:
-            gram = sparse_gram(X)
+            gram = dense_gram(X) if gram_by_dense_blocks(X) else sparse_gram(X)
             cov = gram / n - np.outer(mean, mean)
             comps = top_eigenvectors(cov, pca_dim)
         return cls(nr_feature, mean, _fix_signs(comps), sphere, offset, kernel_map)
@@ -177,6 +178,31 @@ class KQPreprocess:
             if self.sphere:     # (x / ||x||, b) / sqrt(1 + b^2): back onto the sphere
                 out /= np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
         return out
+
+
+def gram_by_dense_blocks(X: sp.csr_matrix) -> bool:
+    """Whether :func:`dense_gram` is the cheaper way to ``X.T @ X``: scipy's sparse
+    product costs ``sum_i nnz_i^2`` multiply-adds at ~3 ns each, BLAS on dense blocks
+    ``n d^2`` at ~0.02 ns (one thread).  MNIST (19 % non-zero): 4.4 s sparse, 0.7 s
+    dense; w8a (4 % of 300 features): 0.03 s sparse, 0.10 s dense.  Decided by the
+    data alone, so a model does not depend on the machine."""
+    n, d = X.shape
+    nnz = np.diff(X.indptr).astype(np.float64)
+    return float(n) * d * d <= DENSE_GRAM_RATIO * float(nnz @ nnz)
+
+
+def dense_gram(X: sp.csr_matrix) -> np.ndarray:
+    """Dense ``X.T @ X`` of a CSR matrix, summed over blocks of rows made dense (at
+    most :data:`TRANSFORM_VALUES` values each), in row order, with a stop check
+    between blocks."""
+    n, d = X.shape
+    gram = np.zeros((d, d))
+    step = max(256, TRANSFORM_VALUES // max(1, d))
+    for a in range(0, n, step):
+        check_stop()
+        block = X[a:a + step].toarray()
+        gram += block.T @ block
+    return gram
 
 
 def sparse_gram(X: sp.csr_matrix) -> np.ndarray:

@@ -604,3 +604,22 @@ def test_lloyd_refits_only_the_clusters_that_changed(monkeypatch):
         np.testing.assert_array_equal(fast, slow)
     # the wrapper saw the changed sets the Lloyd steps passed: the late ones are small
     assert seen[0] is None and min(len(c) for c in seen[1:] if c is not None) <= 5
+
+
+def test_pca_gram_by_dense_blocks_or_sparse_product(monkeypatch):
+    """The PCA's X'X: by dense row blocks when the rows are dense enough (BLAS), by
+    scipy's sparse product otherwise; both the same matrix to rounding, the choice
+    made by the data alone."""
+    from lcoding.methods import kq as kq_module
+    rng = np.random.default_rng(15)
+    dense_rows = sp.csr_matrix(rng.normal(size=(3000, 40)) * (rng.random((3000, 40)) < 0.3))
+    sparse_rows = sp.random(3000, 2000, density=0.002, format="csr", random_state=2)
+    assert kq_module.gram_by_dense_blocks(dense_rows)
+    assert not kq_module.gram_by_dense_blocks(sparse_rows)
+    for X in (dense_rows, sparse_rows):
+        np.testing.assert_allclose(kq_module.dense_gram(X), kq_module.sparse_gram(X),
+                                   rtol=1e-12, atol=1e-12 * abs(X).max() ** 2 * X.shape[0])
+    # blocks of rows: many blocks sum to the one product
+    monkeypatch.setattr(kq_module, "TRANSFORM_VALUES", 256 * 40)
+    np.testing.assert_allclose(kq_module.dense_gram(dense_rows),
+                               (dense_rows.T @ dense_rows).toarray(), rtol=1e-12)
