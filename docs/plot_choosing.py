@@ -70,7 +70,7 @@ FIGURES = [
      "-s 31 -L 3 -j 0 -B 1 -P 10 -T 100000 -E 10 -A 100 -c 10 -f 1000 -u 0.05"),
     ("usps", "kq", 4.78, 38.4, "wall", "kq.md", "-s 40 -E 40 -l 0 -k 1 -Q 20 -U 1.2 -V 0.8 -W 5"),
     ("usps", "kqflats", 4.14, 8.2, "wall", "kq.md", "-s 41 -l 0 -k 32 -Q 10 -y 1"),
-    ("usps", "kqflatsvote", 4.43, 0.74, "wall", "defaults.md",
+    ("usps", "kqflatsvote", 4.43, 0.68, "wall", "defaults.md",
      "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5"),
     ("usps", "invariant", 3.94, 34.7, "cpu", "invariant.md",
      "-t 2 -g 0.0078125 -c 10 -s 3 -B 1 -X 1000 -H 4 -J 3 -Y 0.9 (pixels in [-1, 1])"),
@@ -99,7 +99,7 @@ FIGURES = [
     ("mnist", "kq", 1.09, 67.8, "wall", "kq.md",
      "-s 40 -l 50 -k 8 -Q 20 -U 1.05 -V 0.95 -E 40 -K 3 -z 0.5 -W 5"),
     ("mnist", "kqflats", 1.56, 43.6, "wall", "kq.md", "-s 41 -l 100 -k 64 -Q 15 -y 1"),
-    ("mnist", "kqflatsvote", 1.26, 10.75, "wall", "defaults.md",
+    ("mnist", "kqflatsvote", 1.26, 7.26, "wall", "defaults.md",
      "-s 41 -k 32 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5"),
 ]
 
