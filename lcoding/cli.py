@@ -155,15 +155,16 @@ def _predict(argv):
     except ValueError as err:
         raise _Exit(1, f"Wrong input format: {err}\n") from None
     rows = rows.truncated(model.nr_feature)
-    dec = model.decision_values(rows)
-    labels = model.labels_from_values(dec)
     if opts.probability:
+        dec = model.decision_values(rows)
+        labels = model.labels_from_values(dec)
         probs = model.probabilities_from_values(dec)
         head = "labels" + "".join(f" {int(v)}" for v in model.label) + "\n"
         body = "".join(("%g" % lab) + "".join(" %g" % p for p in row) + "\n"
                        for lab, row in zip(labels.tolist(), probs.tolist()))
         text = head + body
     else:
+        labels = model.predict_labels(rows)
         text = "".join("%.17g\n" % lab for lab in labels.tolist())
     try:
         # a unique temporary file in the output's folder, renamed over it (io/atomic.py)

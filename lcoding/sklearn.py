@@ -470,8 +470,7 @@ class _LcodingClassifier(ClassifierMixin, BaseEstimator, metaclass=ABCMeta):
     def predict(self, X):
         """Class labels (LIBLINEAR's rule on the model's decision values)."""
         rows = self._rows(X)
-        dec = self.model_.decision_values(rows)
-        labels = self.model_.labels_from_values(dec).astype(np.int64)
+        labels = self.model_.predict_labels(rows).astype(np.int64)
         pos = np.searchsorted(self._classes_int, labels)
         return self.classes_[np.minimum(pos, self.classes_.size - 1)]
 

@@ -210,7 +210,7 @@ def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: in
         sub = rows.take(train)
         model = train_model(y[train], sub, params, info, seed_path=(f + 1,), checked=True)
         test_rows = rows.take(test).truncated(model.nr_feature)
-        target[test] = model.labels_from_values(model.decision_values(test_rows))
+        target[test] = model.predict_labels(test_rows)
     return target
 
 

@@ -182,6 +182,12 @@ class Model(abc.ABC):
     def _decision_values(self, rows: Rows, **options) -> np.ndarray:
         """The model's decision values (:meth:`decision_values` checks them)."""
 
+    def predict_labels(self, rows: Rows, **options) -> np.ndarray:
+        """The predicted labels of validated rows: :meth:`labels_from_values` of
+        :meth:`decision_values`.  A model may reach the same labels with less work
+        when the caller does not need the values (k q-flats' vote)."""
+        return self.labels_from_values(self.decision_values(rows, **options))
+
     def labels_from_values(self, dec: np.ndarray) -> np.ndarray:
         """LIBLINEAR's predict_values rule, vectorised over rows."""
         n = dec.shape[0]

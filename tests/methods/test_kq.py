@@ -623,3 +623,37 @@ def test_pca_gram_by_dense_blocks_or_sparse_product(monkeypatch):
     monkeypatch.setattr(kq_module, "TRANSFORM_VALUES", 256 * 40)
     np.testing.assert_allclose(kq_module.dense_gram(dense_rows),
                                (dense_rows.T @ dense_rows).toarray(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("opts", ["-s 41 -k 3 -Q 2 -y 1 -W 5", "-s 40 -k 2 -Q 2 -E 3 -W 3",
+                                  "-s 41 -k 2 -Q 2 -W 4"])
+def test_predict_labels_stops_scoring_decided_votes(monkeypatch, opts):
+    """predict_labels gives the labels of the vote's decision values, scoring the later
+    restarts only on rows whose vote is still open; a NaN score takes the checked
+    path (a ValueError, never a label)."""
+    from lcoding.methods import kq as kq_module
+    rng = np.random.default_rng(16)
+    X, y, _ = subspace_data(rng, 4, 2, 2, 8, 80)
+    model = train(y, X, opts + " -S 3")
+    rows = as_rows(X)
+    expected = model.labels_from_values(model.decision_values(rows))
+    scored = []
+    real = kq_module.KQModel.class_scores
+
+    def counting(self, Z, restart=0):
+        scored.append(Z.shape[0])
+        return real(self, Z, restart)
+    monkeypatch.setattr(kq_module.KQModel, "class_scores", counting)
+    np.testing.assert_array_equal(model.predict_labels(rows), expected)
+    # all rows in the first restart; decided rows skipped later (every row decided:
+    # the last restarts not scored at all)
+    assert scored[0] == X.shape[0] and len(scored) <= model.n_restarts
+    assert sum(scored) < model.n_restarts * X.shape[0]
+
+    def nan_scores(self, Z, restart=0):
+        out = real(self, Z, restart)
+        out[0, 0] = np.nan
+        return out
+    monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_scores)
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict_labels(rows)
