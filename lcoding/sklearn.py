@@ -1122,7 +1122,10 @@ class KQMetricsClassifier(_LcodingClassifier):
     ``q='auto'`` is 20 capped at the input dimension (with a ``UserWarning``) for
     the metrics, a quarter of the dimension (after the PCA) for the flats;
     ``sphere='auto'`` projects onto the sphere for the metrics only, ``affine='auto'``
-    makes the flats affine;
+    makes the flats affine, ``n_clusters='auto'`` is 8 metrics or about 3 q class rows
+    a flat (at most 32), ``n_restarts='auto'`` one set of metrics or a vote of 5 sets
+    of flats (``lcoding.methods.defaults``); ``n_jobs`` runs the restarts side by
+    side (the same model);
     ``pca_components='auto'`` is 50 capped at the features: the PCA centres the rows,
     and the metrics score subspaces through the origin, so raw features far from 0
     (letter's integers 0-15) need it even at full dimension (3-fold CV error on

@@ -310,7 +310,7 @@ def top_eigenvectors_stack(symmetric: np.ndarray, count: int) -> np.ndarray:
     return _fix_signs(np.ascontiguousarray(np.swapaxes(top, 1, 2)))
 
 
-def _cluster_scatter(X: np.ndarray, assign: np.ndarray, clusters: np.ndarray,
+def _cluster_scatter(X: np.ndarray, assign: np.ndarray, k: int, clusters: np.ndarray,
                      centred: bool):
     """The mean (zeros when not ``centred``) and (d, d) scatter ``(X_j - c_j)ᵀ(X_j -
     c_j)`` of each (non-empty) cluster j of ``clusters`` under ``assign``: the members
@@ -318,7 +318,7 @@ def _cluster_scatter(X: np.ndarray, assign: np.ndarray, clusters: np.ndarray,
     one a per-cluster refit forms."""
     d = X.shape[1]
     order = np.argsort(assign, kind="stable")
-    ends = np.cumsum(np.bincount(assign, minlength=int(assign.max()) + 1 if assign.size else 0))
+    ends = np.cumsum(np.bincount(assign, minlength=k))
     means = np.zeros((len(clusters), d))
     scatter = np.empty((len(clusters), d, d))
     for i, j in enumerate(clusters):
@@ -350,7 +350,7 @@ def _refit_subspaces(X, assign, k, q, F, centres=None, changed=None) -> None:
                 members = members - centres[j]
             F[j] = top_subspace(members, q)
         return
-    means, scatter = _cluster_scatter(X, assign, live, centres is not None)
+    means, scatter = _cluster_scatter(X, assign, k, live, centres is not None)
     F[live] = top_eigenvectors_stack(scatter, q)
     if centres is not None:
         centres[live] = means
