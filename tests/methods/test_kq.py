@@ -657,3 +657,30 @@ def test_predict_labels_stops_scoring_decided_votes(monkeypatch, opts):
     monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_scores)
     with pytest.raises(ValueError, match="NaN"):
         model.predict_labels(rows)
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_vote_labels_equal_the_full_rule_on_random_scores(monkeypatch, affine):
+    """The early-stopping vote against the full rule on random scores: 2-7 classes,
+    1-6 restarts, scores from a few discrete values (ties in the argmax, in the vote
+    and in the tie term) -- the same class for every row, always."""
+    from lcoding.methods import kq as kq_module
+    X0, y0, _ = subspace_data(np.random.default_rng(18), 2, 1, 2, 4, 20)
+    model = train(y0, X0, "-s 41 -k 1 -Q 1 -y 1 -W 2" if affine else "-s 40 -k 1 -Q 1 -E 1 -W 2")
+    assert model.affine == affine
+    rng = np.random.default_rng(17)
+    for trial in range(200):
+        n_class, W, n = int(rng.integers(2, 8)), int(rng.integers(1, 7)), 300
+        levels = rng.normal(size=int(rng.integers(2, 5)))
+        if affine:
+            levels = -np.abs(levels)        # flats' scores are minus squared distances
+        else:
+            levels = np.abs(levels)         # metrics' scores are squared norms
+        S = levels[rng.integers(0, levels.size, size=(W, n, n_class))]
+        monkeypatch.setattr(model, "nr_class", n_class, raising=False)
+        monkeypatch.setattr(type(model), "n_restarts", property(lambda self: W))
+        monkeypatch.setattr(model, "class_scores",
+                            lambda Z, r=0: S[r][Z[:, 0].astype(int)].copy(), raising=False)
+        X = np.arange(n, dtype=float)[:, None]
+        expected = np.argmax(model._values_of(X), axis=1)
+        np.testing.assert_array_equal(model._vote_labels(X), expected, err_msg=str(trial))
