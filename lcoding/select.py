@@ -200,7 +200,7 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
         # estimators at their defaults (1.33 % and 4.58 % test error); the PCA's
         # 50 x d directions bound d
         out.append(KQ_CANDIDATE)
-    if int(np.unique(y).size) >= 3 and d <= KQ_MAX_FEATURES:
+    if int(np.unique(y).size) >= 3 and 2 <= d <= KQ_MAX_FEATURES:
         # many classes: affine k q-flats, KQMetricsClassifier(solver='flats')'s options
         # (a recipe, FLATS_RECIPE: the flats per class follow the rung's rows) -- a vote
         # of 5 nearest-flat rules, trained in 0.7 s on letter's 10 667-row folds with

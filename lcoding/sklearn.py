@@ -1203,7 +1203,12 @@ class KQMetricsClassifier(_LcodingClassifier):
             # flats: a quarter of the dimension the flats live in (3-fold CV on the
             # training splits, lcoding.methods.defaults); q >= that dimension makes
             # every flat the whole space
-            q = max(1, (p or _data(rows, "q='auto'") and d) // FLATS_Q_DIVISOR)
+            dim = p or _data(rows, "q='auto'") and d
+            if dim < 2:
+                raise ValueError(f"KQMetricsClassifier(solver='flats'): q='auto' needs at least "
+                                 f"2 input dimensions, the rows have {dim}: a flat of "
+                                 f"dimension 1 or more is then the whole line")
+            q = max(1, dim // FLATS_Q_DIVISOR)
             resolved["q_"] = q
         elif self.q == "auto":
             dim = (p or _data(rows, "q='auto'") and d) + (1 if offset else 0)

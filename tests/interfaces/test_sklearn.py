@@ -474,6 +474,9 @@ def test_flats_defaults_resolve_from_the_solver():
     assert " -m 2 " in KQMetricsClassifier(solver="flats", n_jobs=2).fit(X, y).to_options()
     with pytest.raises(ValueError, match="affine"):
         KQMetricsClassifier(affine=True).fit(X, y)
+    # one input dimension: every flat would be the whole line
+    with pytest.raises(ValueError, match="at least 2 input dimensions, the rows have 1"):
+        KQMetricsClassifier(solver="flats").fit(X[:, :1], y)
 
 
 # ---------------------------------------------------------------------- model selection
