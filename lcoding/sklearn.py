@@ -46,10 +46,9 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from lcoding.core.options import parse_train_options
 from lcoding.core.rows import as_rows
-from lcoding.methods.defaults import (BETA_SCALE_FACTOR, FLATS_Q_DIVISOR, FLATS_RESTARTS,
-                                      KMEANS_ITER,
+from lcoding.methods.defaults import (BETA_SCALE_FACTOR, FLATS_RESTARTS, KMEANS_ITER, KQ_PCA,
                                       anchor_distance_scale, auto_anchors as _auto_anchors,
-                                      flats_clusters, newton_suits, scale_C)
+                                      flats_clusters, flats_q, newton_suits, scale_C)
 from lcoding.io.model_files import model_to_text
 from lcoding.select import select
 from lcoding.training import METHOD_BY_NAME, load_model_file, model_from_text, train_model
@@ -1135,7 +1134,7 @@ class KQMetricsClassifier(_LcodingClassifier):
     _METHOD = "kq"
     AUTO_Q = 20
     METRICS_CLUSTERS = 8
-    AUTO_PCA = 50
+    AUTO_PCA = KQ_PCA
     _OPTION_TABLE = (
         Param("solver", "-s", "'metrics' 40, 'flats' 41"),
         Param("n_clusters", "-k", "metrics per class ('auto': metrics 8; flats about 3 q "
@@ -1208,7 +1207,7 @@ class KQMetricsClassifier(_LcodingClassifier):
                 raise ValueError(f"KQMetricsClassifier(solver='flats'): q='auto' needs at least "
                                  f"2 input dimensions, the rows have {dim}: a flat of "
                                  f"dimension 1 or more is then the whole line")
-            q = max(1, dim // FLATS_Q_DIVISOR)
+            q = flats_q(dim)
             resolved["q_"] = q
         elif self.q == "auto":
             dim = (p or _data(rows, "q='auto'") and d) + (1 if offset else 0)

@@ -50,7 +50,7 @@ KMEANS_ITER = 10
 # 32: 2.06 / 2.13 / 2.32 (13); mnist (8000 rows, q 12) 4.22 / 4.02 / 4.36 (14).
 # A q-flat needs q + 1 rows to be determined at all; a few times that to be estimated
 FLATS_Q_DIVISOR = 4
-FLATS_PCA = 50
+KQ_PCA = 50         # KQMetricsClassifier's pca_components='auto': at most this many
 FLATS_ROWS_PER_DIMENSION = 3
 FLATS_MAX_CLUSTERS = 32
 # ... and vote 5 restarts (-W): 3-fold CV, 1 / 3 / 5 / 9 restarts: letter 4.17 / 3.13 /
@@ -59,10 +59,15 @@ FLATS_MAX_CLUSTERS = 32
 FLATS_RESTARTS = 5
 
 
+def flats_q(dim: int) -> int:
+    """The default flat dimension q for flats living in ``dim`` dimensions."""
+    return max(1, dim // FLATS_Q_DIVISOR)
+
+
 def flats_dimension(n_features: int) -> tuple:
     """``(pca, q)`` of the default k q-flats for rows of ``n_features`` features."""
-    pca = min(FLATS_PCA, n_features)
-    return pca, max(1, pca // FLATS_Q_DIVISOR)
+    pca = min(KQ_PCA, n_features)
+    return pca, flats_q(pca)
 
 
 def flats_clusters(n_rows: int, n_classes: int, q: int) -> int:

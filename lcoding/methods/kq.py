@@ -310,25 +310,21 @@ def top_eigenvectors_stack(symmetric: np.ndarray, count: int) -> np.ndarray:
     return _fix_signs(np.ascontiguousarray(np.swapaxes(top, 1, 2)))
 
 
-def _cluster_scatter(X: np.ndarray, assign: np.ndarray, k: int, clusters: np.ndarray,
-                     centred: bool):
-    """The mean (zeros when not ``centred``) and (d, d) scatter ``(X_j - c_j)ᵀ(X_j -
-    c_j)`` of each (non-empty) cluster j of ``clusters`` under ``assign``: the members
-    in row order, as ``X[assign == j]`` gives them, so each matrix is bit for bit the
-    one a per-cluster refit forms."""
-    d = X.shape[1]
+def _cluster_scatters(X: np.ndarray, assign: np.ndarray, k: int, clusters: np.ndarray,
+                      centred: bool):
+    """For each (non-empty) cluster j of ``clusters`` under ``assign``, in order:
+    ``(mean, scatter)``, the mean (zeros when not ``centred``) and the (d, d) scatter
+    ``(X_j - c_j)ᵀ(X_j - c_j)`` -- the members in row order, as ``X[assign == j]``
+    gives them, found by one sort of the assignment."""
     order = np.argsort(assign, kind="stable")
     ends = np.cumsum(np.bincount(assign, minlength=k))
-    means = np.zeros((len(clusters), d))
-    scatter = np.empty((len(clusters), d, d))
-    for i, j in enumerate(clusters):
-        start = ends[j - 1] if j > 0 else 0
-        members = X[order[start:ends[j]]]
+    zero = np.zeros(X.shape[1])
+    for j in clusters:
+        members = X[order[(ends[j - 1] if j > 0 else 0):ends[j]]]
+        mean = members.mean(axis=0) if centred else zero
         if centred:
-            means[i] = members.mean(axis=0)
-            members = members - means[i]
-        scatter[i] = members.T @ members
-    return means, scatter
+            members = members - mean
+        yield mean, members.T @ members
 
 
 def _refit_subspaces(X, assign, k, q, F, centres=None, changed=None) -> None:
@@ -336,24 +332,22 @@ def _refit_subspaces(X, assign, k, q, F, centres=None, changed=None) -> None:
     directions around it) of every non-empty cluster in ``changed`` (None: all) in
     place; an empty one keeps its model.  Small dimensions stack the eigenproblems
     (:func:`top_eigenvectors_stack`); larger ones solve them one by one, only the q
-    wanted pairs each."""
-    d = X.shape[1]
-    counts = np.bincount(assign, minlength=k)
-    live = np.flatnonzero(counts)
+    wanted pairs each (a stack of 784 x 784 scatters would not fit)."""
+    live = np.flatnonzero(np.bincount(assign, minlength=k))
     if changed is not None:
         live = np.intersect1d(live, changed)
-    if d > SMALL_EIGH:
-        for j in live:
-            members = X[assign == j]
+    fits = _cluster_scatters(X, assign, k, live, centres is not None)
+    if X.shape[1] > SMALL_EIGH:
+        for j, (mean, scatter) in zip(live, fits):
+            F[j] = _fix_signs(top_eigenvectors(scatter, q))
             if centres is not None:
-                centres[j] = members.mean(axis=0)
-                members = members - centres[j]
-            F[j] = top_subspace(members, q)
+                centres[j] = mean
         return
-    means, scatter = _cluster_scatter(X, assign, k, live, centres is not None)
-    F[live] = top_eigenvectors_stack(scatter, q)
-    if centres is not None:
-        centres[live] = means
+    if live.size:
+        means, scatters = zip(*fits)
+        F[live] = top_eigenvectors_stack(np.array(scatters), q)
+        if centres is not None:
+            centres[live] = np.array(means)
 
 
 def k_subspaces(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
@@ -549,9 +543,14 @@ class KQModel(Model):
             votes[rows_idx, np.argmax(scores, axis=1)] += 1.0
             mean += scores
         mean /= self.n_restarts
+        return votes + self._tie_term(mean)
+
+    def _tie_term(self, mean: np.ndarray) -> np.ndarray:
+        """The vote's tie-breaker from the restarts' mean class scores, in [0, 1):
+        ``s / (1 + s)``, affine flats (scores <= 0) ``exp(s) / 2``."""
         if self.affine:
-            return votes + 0.5 * np.exp(np.minimum(mean, 0.0))
-        return votes + mean / (1.0 + mean)
+            return 0.5 * np.exp(np.minimum(mean, 0.0))
+        return mean / (1.0 + mean)
 
     def predict_labels(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
         """The labels of :meth:`labels_from_values` on the vote's values, with fewer
@@ -592,9 +591,8 @@ class KQModel(Model):
             open_rows = open_rows[~decided]
             if not open_rows.size:
                 return winners
-        mean = total[open_rows] / W
-        tie = 0.5 * np.exp(np.minimum(mean, 0.0)) if self.affine else mean / (1.0 + mean)
-        winners[open_rows] = np.argmax(votes[open_rows] + tie, axis=1)
+        winners[open_rows] = np.argmax(votes[open_rows] + self._tie_term(total[open_rows] / W),
+                                       axis=1)
         return winners
 
     def labels_from_values(self, dec: np.ndarray) -> np.ndarray:
