@@ -66,35 +66,86 @@ cdef inline double x_sqnorm(const CodedRows* rows, Py_ssize_t i) noexcept nogil:
     return s
 
 
+cdef enum:
+    # anchors whose dot products coded_dot accumulates side by side
+    CODED_DOT_CHUNK = 16
+
+
 cdef inline double coded_dot(const CodedRows* rows, Py_ssize_t i, const double* W) noexcept nogil:
-    # <W, z_i>
-    cdef Py_ssize_t j, base
-    cdef double g, s = 0.0
+    # <W, z_i> = sum_j gamma_ij (W[a_ij] . [x_i; B]).  The k anchors' dot products are
+    # accumulated side by side, x_i's non-zeros outer: k independent sums instead of
+    # one dependent chain per anchor (ijcnn1's LL-SVM Hessian products: 1.6x faster).
+    # Each acc[j] adds the same terms in the same order as x_dot, and the sum over j
+    # is in anchor order, so the value is x_dot's bit for bit.
+    cdef Py_ssize_t j, j0, nc, base, col
+    cdef int64_t p, p0, p1
+    cdef double g, xv, s = 0.0
+    cdef double acc[CODED_DOT_CHUNK]
+    cdef const double* wrow[CODED_DOT_CHUNK]
     if rows.anchor_idx == NULL:
         s = x_dot(rows, i, W)
     else:
         base = i * rows.k
-        for j in range(rows.k):
-            g = rows.coding_weight[base + j]
-            if g != 0.0:
-                s += g * x_dot(rows, i, W + rows.anchor_idx[base + j] * rows.stride)
+        p0 = rows.indptr[i]
+        p1 = rows.indptr[i + 1]
+        j0 = 0
+        while j0 < rows.k:
+            nc = rows.k - j0 if rows.k - j0 < CODED_DOT_CHUNK else CODED_DOT_CHUNK
+            for j in range(nc):
+                acc[j] = 0.0
+                wrow[j] = W + rows.anchor_idx[base + j0 + j] * rows.stride
+            for p in range(p0, p1):
+                col = rows.indices[p]
+                xv = rows.data[p]
+                for j in range(nc):
+                    acc[j] += wrow[j][col] * xv
+            if rows.bias >= 0:
+                for j in range(nc):
+                    acc[j] += wrow[j][rows.n_features] * rows.bias
+            for j in range(nc):
+                g = rows.coding_weight[base + j0 + j]
+                if g != 0.0:
+                    s += g * acc[j]
+            j0 += nc
     if rows.shared_bias >= 0:
         s += W[rows.shared_bias_pos] * rows.shared_bias
     return s
 
 
 cdef inline void coded_axpy(const CodedRows* rows, Py_ssize_t i, double a, double* W) noexcept nogil:
-    # W += a * z_i
-    cdef Py_ssize_t j, base
-    cdef double g
+    # W += a * z_i: W[a_ij] += (a gamma_ij) [x_i; B] for the anchors with gamma_ij != 0,
+    # side by side as in coded_dot.  The k anchors are distinct, so every entry of W
+    # gets the same single update as with one x_axpy per anchor, bit for bit.
+    cdef Py_ssize_t j, j0, nc, nz, base, col
+    cdef int64_t p, p0, p1
+    cdef double g, xv
+    cdef double coef[CODED_DOT_CHUNK]
+    cdef double* wrow[CODED_DOT_CHUNK]
     if rows.anchor_idx == NULL:
         x_axpy(rows, i, a, W)
     else:
         base = i * rows.k
-        for j in range(rows.k):
-            g = rows.coding_weight[base + j]
-            if g != 0.0:
-                x_axpy(rows, i, a * g, W + rows.anchor_idx[base + j] * rows.stride)
+        p0 = rows.indptr[i]
+        p1 = rows.indptr[i + 1]
+        j0 = 0
+        while j0 < rows.k:
+            nc = rows.k - j0 if rows.k - j0 < CODED_DOT_CHUNK else CODED_DOT_CHUNK
+            nz = 0
+            for j in range(nc):
+                g = rows.coding_weight[base + j0 + j]
+                if g != 0.0:
+                    coef[nz] = a * g
+                    wrow[nz] = W + rows.anchor_idx[base + j0 + j] * rows.stride
+                    nz += 1
+            for p in range(p0, p1):
+                col = rows.indices[p]
+                xv = rows.data[p]
+                for j in range(nz):
+                    wrow[j][col] += coef[j] * xv
+            if rows.bias >= 0:
+                for j in range(nz):
+                    wrow[j][rows.n_features] += coef[j] * rows.bias
+            j0 += nc
     if rows.shared_bias >= 0:
         W[rows.shared_bias_pos] += a * rows.shared_bias
 

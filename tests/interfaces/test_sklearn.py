@@ -400,18 +400,29 @@ def test_to_options_trains_the_same_model_file(make, tmp_path):
 
 def test_to_options_before_fit():
     assert LinearClassifier(C=2.0).to_options() == "-s 1 -c 2 -B 1 -S 1 -q"
-    explicit = LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4, solver="dual_cd")
+    explicit = LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4, solver="dual_cd",
+                                kmeans_batch=0)
     assert explicit.to_options() == "-s 1 -L 2 -A 50 -k 4 -u 0.5 -a 0 -I 10 -c 1 -B 1 -S 1 -q"
+    # kmeans_iter='auto' is 30 mini-batch steps with a batch (-M)
+    assert " -a 0 -I 30 -M 2000 -c " in clone(explicit).set_params(kmeans_batch=2000).to_options()
     # kmeans_iter is -I, written only where the anchors run Lloyd steps
     assert " -I 3 " in explicit.set_params(kmeans_iter=3).to_options()
     assert " -I " not in explicit.set_params(anchor_init="random").to_options()
     with pytest.raises(ValueError, match="kmeans_iter"):
         explicit.set_params(anchor_init="kmeans", kmeans_iter=0).to_options()
+    for bad in (-1, "big"):
+        with pytest.raises(ValueError, match="kmeans_batch"):
+            clone(explicit).set_params(kmeans_batch=bad).to_options()
+    with pytest.raises(ValueError, match="kmeans_iter"):
+        clone(explicit).set_params(kmeans_iter="many").to_options()
     from sklearn.exceptions import NotFittedError
     with pytest.raises(NotFittedError, match="n_anchors"):
         LocallyLinearSVC().to_options()
     with pytest.raises(NotFittedError, match="solver='auto'"):    # it depends on the rows
         LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4).to_options()
+    with pytest.raises(NotFittedError, match="kmeans_batch='auto'"):   # so does this
+        LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4,
+                         solver="dual_cd").to_options()
 
 
 def test_solver_auto_picks_newton_for_many_rows_per_coded_weight():

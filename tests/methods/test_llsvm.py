@@ -525,6 +525,38 @@ def test_primal_newton_llsvm_is_liblinear_s2_on_the_coded_rows(shared_data, name
     np.testing.assert_array_equal(again.decision_values(as_rows(X)), model.decision_values(as_rows(X)))
 
 
+def test_primal_newton_on_many_rows_starts_from_a_subsample(shared_data, monkeypatch):
+    """From SUBSAMPLE_START_MIN_ROWS rows on, -s 2 on coded rows first solves a tenth
+    of them: the same optimum (tight tolerance), a reproducible model, and a start
+    line in the progress text; below, and for plain linear models, no start."""
+    from lcoding.linear import newton as solvers_newton
+    n = solvers_newton.SUBSAMPLE_START_MIN_ROWS
+    y, X, _, _ = subset(shared_data, "ijcnn1", n)
+    C = 4.0
+    opts = f"-s 2 -L 2 -u 2 -A 6 -k 3 -a 1 -B 1 -c {C}"
+
+    def fit(options, rows=n):
+        out = io.StringIO()
+        model = train_model(y[:rows], as_rows(X[:rows]), parse_train_options(options),
+                            Messages(False, out))
+        return model, out.getvalue()
+
+    started, text = fit(opts + " -e 1e-6")
+    assert f"Newton start on {n // 4} of {n} rows" in text
+    again, _ = fit(opts + " -e 1e-6")
+    np.testing.assert_array_equal(again.w, started.w)
+    assert "Newton start" in fit(opts + " -m 2")[1]      # the threaded products too
+    assert "Newton start" not in fit(opts, rows=n - 1)[1]
+    assert "Newton start" not in fit(f"-s 2 -B 1 -c {C}")[1]
+    monkeypatch.setattr(solvers_newton, "SUBSAMPLE_START_MIN_ROWS", n + 1)
+    cold, text = fit(opts + " -e 1e-6")
+    assert "Newton start" not in text
+    Z = materialise(started, X)
+    y_pm = np.where(group_classes(y)[1] == 0, 1.0, -1.0)
+    assert primal_objective(started.w[:, 0], Z, y_pm, C, "l2") == pytest.approx(
+        primal_objective(cold.w[:, 0], Z, y_pm, C, "l2"), rel=1e-8)
+
+
 def test_dual_cd_at_its_cap_continues_with_newton_on_the_coded_rows(shared_data):
     y, X, _, _ = subset(shared_data, "banana", 400)
     C = 50.0
