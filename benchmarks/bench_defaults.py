@@ -1,5 +1,5 @@
 """Every estimator of :mod:`lcoding.sklearn` at its defaults on every shared set (and
-``KQMetricsClassifier(solver='flats')``, reported apart from the defaults), beside scikit-learn's ``SVC()``, ``LinearSVC()`` and ``Nystroem() + LinearSVC()``
+``KQMetricsClassifier(solver='metrics')``, reported apart from the defaults), beside scikit-learn's ``SVC()``, ``LinearSVC()`` and ``Nystroem() + LinearSVC()``
 at theirs.  Writes ``benchmarks/results/defaults.md`` (test error %, train seconds).
 
 Nothing is tuned here: every model is built with its constructor's defaults (only
@@ -43,7 +43,8 @@ LCODING = ("LocallyLinearSVC", "AnchorPlanesSVC", "LLCJointSVC", "KQMetricsClass
            "InvariantSVC", "LinearClassifier")
 # one-argument variants of an estimator, reported beside the defaults but not as
 # "the defaults" (never the bold best): a documented constructor choice
-VARIANTS = {"KQMetricsClassifier(solver='flats')": ("KQMetricsClassifier", {"solver": "flats"})}
+VARIANTS = {"KQMetricsClassifier(solver='metrics')": ("KQMetricsClassifier",
+                                                       {"solver": "metrics"})}
 BASELINES = ("SVC", "LinearSVC", "Nystroem+LinearSVC")
 MODELS = LCODING + tuple(VARIANTS) + BASELINES
 HERE = Path(__file__).resolve().parent

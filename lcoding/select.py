@@ -196,8 +196,8 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     out.append(llsvm_default_options(rows, int(np.unique(y).size), seed))
     if KQ_MIN_FEATURES < d <= KQ_MAX_FEATURES:
         # many features (images, text): discriminative k q-metrics on a 50-dimensional
-        # PCA, KQMetricsClassifier()'s setting -- on MNIST and USPS the best of the
-        # estimators at their defaults (1.33 % and 4.58 % test error); the PCA's
+        # PCA, KQMetricsClassifier(solver='metrics')'s setting -- on MNIST and USPS it
+        # was the best of the estimators at their defaults (1.33 % and 4.58 % test error); the PCA's
         # 50 x d directions bound d
         out.append(KQ_CANDIDATE)
     if int(np.unique(y).size) >= 3 and 2 <= d <= KQ_MAX_FEATURES:

@@ -69,6 +69,7 @@ PASS_NAMES = {PASS_STOCHASTIC: "stochastic", PASS_SEMI_CURRENT: "semi-current",
               PASS_SEMI_STALE: "semi-stale"}
 
 LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when stable)
+SIDE_BY_SIDE_PADDING = 2.0   # k q-flats seed all classes at once while padding costs <= 2x
 SMALL_EIGH = 64         # eigenproblems up to this dimension: full, stacked (top_eigenvectors_stack)
 TRANSFORM_VALUES = 1 << 22   # dense values per preprocessing block (32 MB)
 GRAM_WORK = 1 << 24          # multiply-adds per block of the PCA's sparse gram (~0.06 s: scipy takes ~3.5 ns each)
@@ -822,7 +823,21 @@ def init_metrics(X, class_index, nr_class, k, q, rng) -> np.ndarray:
 
 
 def init_flats(X, class_index, nr_class, k, q, rng, seeding="pp", n_steps=LLOYD_STEPS):
-    """((C*k*q, d) flat rows, (C*k, d) centres): the affine k q-flats of every class."""
+    """((C*k*q, d) flat rows, (C*k, d) centres): the affine k q-flats of every class.
+
+    With the ``"pp"`` seeding, up to :data:`SMALL_EIGH` dimensions and classes of
+    similar sizes (:func:`classes_side_by_side`), all classes are seeded side by side
+    (:func:`seed_flats_side_by_side`) and their Lloyd steps refit every class's
+    changed flats in one stacked eigenproblem (:func:`lloyd_flats_side_by_side`);
+    otherwise (the ``"random"`` seeding, larger dimensions, very unequal classes)
+    :func:`k_flats` runs class by class."""
+    d = X.shape[1]
+    if seeding == "pp" and d <= SMALL_EIGH and nr_class > 0:
+        members = [X[class_index == c] for c in range(nr_class)]
+        if classes_side_by_side([m.shape[0] for m in members]):
+            F, centres = seed_flats_side_by_side(members, k, q, rng)
+            lloyd_flats_side_by_side(members, F, centres, q, n_steps)
+            return F.reshape(nr_class * k * q, d), centres.reshape(nr_class * k, d)
     W = np.empty((nr_class * k * q, X.shape[1]))
     centres = np.empty((nr_class * k, X.shape[1]))
     for c in range(nr_class):
@@ -830,6 +845,114 @@ def init_flats(X, class_index, nr_class, k, q, rng, seeding="pp", n_steps=LLOYD_
                                                     n_steps=n_steps, seeding=seeding)
         W[c * k * q:(c + 1) * k * q] = F.reshape(k * q, -1)
     return W, centres
+
+
+def classes_side_by_side(sizes) -> bool:
+    """Whether the classes' rows, padded to the largest class, take at most
+    :data:`SIDE_BY_SIDE_PADDING` times the rows themselves (letter: 1.05, mnist 1.12)."""
+    sizes = np.asarray(sizes)
+    return bool(sizes.size and sizes.min() > 0
+                and sizes.size * sizes.max() <= SIDE_BY_SIDE_PADDING * sizes.sum())
+
+
+def seed_flats_side_by_side(members: list, k: int, q: int, rng: np.random.Generator):
+    """The ``"pp"`` seeds of :func:`k_flats` for every class at once: ``(F (C, k, q, d),
+    centres (C, k, d))``.
+
+    Seed j of class c is row ``floor(u n_c)`` for the first (u uniform), else the row
+    where ``u`` times the class's summed squared distances to its nearest seed flat so
+    far falls in their running sum (k-means++ on flats); its flat is the best-fit
+    flat (mean, top-q principal directions) of its ``max(q + 1, ceil(n_c / k))``
+    nearest rows of the class.  One vector of C uniforms per seed; the classes are
+    padded to the largest, so each step is a few stacked array operations and one
+    stacked eigenproblem instead of C of each.
+
+    Why: class by class, letter's 26 x 32 seeds were 832 rounds of small NumPy calls
+    and eigenproblems, about 60 % of a k q-flats training."""
+    n_classes, d = len(members), members[0].shape[1]
+    sizes = np.array([m.shape[0] for m in members])
+    n_max = int(sizes.max())
+    valid = np.arange(n_max)[None, :] < sizes[:, None]                 # (C, n_max)
+    Xp = np.zeros((n_classes, n_max, d))
+    for c, m in enumerate(members):
+        Xp[c, :m.shape[0]] = m
+    sq = np.einsum("cnd,cnd->cn", Xp, Xp)
+    size = np.minimum(sizes, np.maximum(q + 1, -(-sizes // k)))           # (C,)
+    s_max = int(size.max())
+    take = np.arange(s_max)[None, :] < size[:, None]                    # (C, s_max)
+    F = np.zeros((n_classes, k, q, d))
+    centres = np.zeros((n_classes, k, d))
+    nearest = np.zeros((n_classes, n_max))   # squared distance to the nearest seed flat
+    at = np.arange(n_classes)
+    for j in range(k):
+        check_stop()
+        u = rng.random(n_classes)
+        seed = np.minimum((u * sizes).astype(np.int64), sizes - 1)
+        if j:
+            running = np.cumsum(nearest, axis=1)
+            total = running[:, -1]
+            drawn = np.sum(running <= (u * total)[:, None], axis=1)
+            usable = (total > 0) & np.isfinite(total)
+            seed = np.where(usable, np.minimum(drawn, sizes - 1), seed)
+        xs = Xp[at, seed]                                                  # (C, d)
+        dist = sq - 2.0 * np.einsum("cnd,cd->cn", Xp, xs) + sq[at, seed][:, None]
+        dist[~valid] = np.inf
+        order = np.argsort(dist, axis=1, kind="stable")[:, :s_max]
+        near = np.take_along_axis(Xp, order[:, :, None], axis=1)           # (C, s_max, d)
+        near *= take[:, :, None]
+        mean = near.sum(axis=1) / size[:, None]
+        centred = (near - mean[:, None, :]) * take[:, :, None]
+        F[:, j] = top_eigenvectors_stack(np.matmul(np.swapaxes(centred, 1, 2), centred), q)
+        centres[:, j] = mean
+        if j + 1 < k:
+            diff = Xp - mean[:, None, :]
+            proj = np.matmul(diff, np.swapaxes(F[:, j], 1, 2))               # (C, n_max, q)
+            flat_sq = np.einsum("cnd,cnd->cn", diff, diff) - np.einsum("cnq,cnq->cn", proj, proj)
+            flat_sq = np.where(valid, np.maximum(flat_sq, 0.0), 0.0)
+            nearest = flat_sq if j == 0 else np.minimum(nearest, flat_sq)
+    return F, centres
+
+
+def lloyd_flats_side_by_side(members: list, F: np.ndarray, centres: np.ndarray, q: int,
+                             n_steps: int = LLOYD_STEPS) -> None:
+    """:func:`k_flats`'s Lloyd steps for every class (``F`` (C, k, q, d) and
+    ``centres`` (C, k, d), updated in place), each class until its assignment repeats
+    (at most ``n_steps``), the changed flats of all classes refitted in one stacked
+    eigenproblem per step.  Each class gets the flats its own :func:`_lloyd` would
+    give, bit for bit (a stacked ``syevd`` gives every matrix the numbers it gets
+    alone)."""
+    n_classes, k, _, d = F.shape
+    assign = [None] * n_classes
+    live = list(range(n_classes))
+    for _ in range(n_steps):
+        if not live:
+            break
+        check_stop()
+        jobs = []
+        for c in live:
+            X = members[c]
+            scores = np.empty((X.shape[0], k))
+            flat_scores(X, F[c].reshape(k * q, d), centres[c], q, scores)
+            new = np.argmax(scores, axis=1)
+            if assign[c] is None:
+                changed = np.arange(k)
+            else:
+                moved = new != assign[c]
+                if not moved.any():
+                    continue
+                changed = np.union1d(new[moved], assign[c][moved])
+            assign[c] = new
+            fitted = np.intersect1d(np.flatnonzero(np.bincount(new, minlength=k)), changed)
+            jobs.append((c, fitted, _cluster_scatters(X, new, k, fitted, True)))
+        live = [c for c, _, _ in jobs]
+        where = [(c, j) for c, fitted, _ in jobs for j in fitted]
+        if not where:
+            continue
+        means, scatters = zip(*(fit for _, _, fits in jobs for fit in fits))
+        flats = top_eigenvectors_stack(np.array(scatters), q)
+        for (c, j), flat, mean in zip(where, flats, means):
+            F[c, j] = flat
+            centres[c, j] = mean
 
 
 def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,

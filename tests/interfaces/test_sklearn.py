@@ -455,7 +455,7 @@ def test_capped_defaults_warn():
     with pytest.warns(UserWarning, match="capped"):
         AnchorPlanesSVC().fit(X, y)
     with pytest.warns(UserWarning, match="capped"):
-        KQMetricsClassifier().fit(X, y)
+        KQMetricsClassifier(solver="metrics").fit(X, y)
 
 
 def test_flats_defaults_resolve_from_the_solver():
@@ -475,7 +475,7 @@ def test_flats_defaults_resolve_from_the_solver():
     assert (flats.q_, flats.n_clusters_, flats.sphere_, flats.affine_, flats.n_restarts_) \
         == (3, 22, False, True, 5)
     assert KQMetricsClassifier(solver="flats").fit(X[:, :2], y).q_ == 1   # 2 // 4 -> 1
-    metrics = KQMetricsClassifier(q=4).fit(X, y)
+    metrics = KQMetricsClassifier(solver="metrics", q=4).fit(X, y)
     opts = metrics.to_options()
     assert opts.startswith("-s 40 -k 8 -Q 4") and "-Z 1" in opts and "-y" not in opts
     assert "-W 1" in opts
@@ -484,10 +484,28 @@ def test_flats_defaults_resolve_from_the_solver():
     assert "-Z 1" in KQMetricsClassifier(solver="flats", sphere=True).fit(X, y).to_options()
     assert " -m 2 " in KQMetricsClassifier(solver="flats", n_jobs=2).fit(X, y).to_options()
     with pytest.raises(ValueError, match="affine"):
-        KQMetricsClassifier(affine=True).fit(X, y)
+        KQMetricsClassifier(solver="metrics", affine=True).fit(X, y)
     # one input dimension: every flat would be the whole line
     with pytest.raises(ValueError, match="at least 2 input dimensions, the rows have 1"):
         KQMetricsClassifier(solver="flats").fit(X[:, :1], y)
+
+
+def test_kq_solver_auto_is_the_flats_for_three_classes_or_more():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(300, 6)) + 4.0 * rng.integers(0, 3, size=300)[:, None]
+    y = np.arange(300) % 3
+    three = KQMetricsClassifier().fit(X, y)
+    assert three.solver_ == "flats" and three.to_options().startswith("-s 41 ")
+    assert three.to_options() == KQMetricsClassifier(solver="flats").fit(X, y).to_options()
+    two = KQMetricsClassifier(q=4).fit(X, y % 2)
+    assert two.solver_ == "metrics" and two.to_options().startswith("-s 40 ")
+    # one dimension (no PCA): flats of dimension >= 1 would be the whole line
+    assert KQMetricsClassifier(pca_components=None, q=1).fit(X[:, :1], y).solver_ == "metrics"
+    from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError, match="solver='auto'"):
+        KQMetricsClassifier(n_clusters=2, q=2, pca_components=None).to_options()
+    with pytest.raises(ValueError, match="'auto', 'metrics', 'flats'"):
+        KQMetricsClassifier(solver="nearest").fit(X, y)
 
 
 # ---------------------------------------------------------------------- model selection
@@ -520,7 +538,8 @@ def test_verbose_logs_phases(caplog):
 
 
 @pytest.mark.parametrize("est, pattern", [
-    (lambda: KQMetricsClassifier(verbose=1, n_clusters=2, q=2, pca_components=None),
+    (lambda: KQMetricsClassifier(solver="metrics", verbose=1, n_clusters=2, q=2,
+                                 pca_components=None),
      r"restart 1 pass 1: \d+ rows visited"),
     (lambda: LLCJointSVC(verbose=1, **SMALL), r"epoch 1: progressive hinge [\d.]+, mean k\*"),
 ])

@@ -9,8 +9,11 @@ import scipy.sparse as sp
 
 from lcoding.methods import _kq
 from lcoding.core.rows import as_rows
-from lcoding.methods.kq import (KQModel, KQPreprocess, class_scores, k_flats,
-                                k_subspaces, select_kq_params, step_factors, violators)
+from lcoding.methods import kq as kq_module
+from lcoding.methods.kq import (KQModel, KQPreprocess, class_scores, init_flats, k_flats,
+                                k_subspaces, lloyd_flats_side_by_side,
+                                seed_flats_side_by_side, select_kq_params, step_factors,
+                                violators)
 from lcoding.liblinearutil import predict as ll_predict, train as ll_train
 from lcoding.io.model_files import model_to_text, save_model_file
 from lcoding.training import load_model_file, model_from_text
@@ -93,6 +96,82 @@ def test_k_flats_recovers_known_affine_flats():
     Z = np.empty((X.shape[0], 3))
     _kq.flat_scores(X, F.reshape(6, -1), centres, 2, Z)
     np.testing.assert_allclose(Z.max(axis=1), 0, atol=1e-9)    # every point on its flat
+
+
+def reference_pp_seeds(members, k, q, rng):
+    """seed_flats_side_by_side, class by class in plain NumPy: one vector of
+    C uniforms per seed, the k-means++ draw on flats, the best-fit flat of the
+    seed's max(q + 1, ceil(n_c / k)) nearest rows."""
+    C, d = len(members), members[0].shape[1]
+    F, centres = np.zeros((C, k, q, d)), np.zeros((C, k, d))
+    nearest = [None] * C
+    for j in range(k):
+        u = rng.random(C)
+        for c, X in enumerate(members):
+            n = X.shape[0]
+            if j == 0 or not nearest[c].sum() > 0:
+                seed = min(int(u[c] * n), n - 1)
+            else:
+                running = np.cumsum(nearest[c])
+                seed = min(int(np.sum(running <= u[c] * running[-1])), n - 1)
+            size = min(n, max(q + 1, -(-n // k)))
+            near = X[np.argsort(((X - X[seed]) ** 2).sum(axis=1), kind="stable")[:size]]
+            centres[c, j] = near.mean(axis=0)
+            _, vecs = np.linalg.eigh((near - centres[c, j]).T @ (near - centres[c, j]))
+            F[c, j] = vecs[:, ::-1][:, :q].T
+            D = X - centres[c, j]
+            dist = np.maximum((D ** 2).sum(axis=1) - ((D @ F[c, j].T) ** 2).sum(axis=1), 0.0)
+            nearest[c] = dist if j == 0 else np.minimum(nearest[c], dist)
+    return F, centres
+
+
+def test_side_by_side_flats_seed_as_the_class_by_class_reference():
+    rng = np.random.default_rng(7)
+    members = [rng.standard_normal((n, 6)) * rng.uniform(0.5, 2.0, 6) for n in (90, 70, 85)]
+    F, centres = seed_flats_side_by_side(members, 5, 2, np.random.default_rng(3))
+    F_ref, centres_ref = reference_pp_seeds(members, 5, 2, np.random.default_rng(3))
+    np.testing.assert_allclose(centres, centres_ref, atol=1e-12)
+    # the same flats (a basis is defined up to signs)
+    P = np.einsum("ckqd,ckqe->ckde", F, F)
+    np.testing.assert_allclose(P, np.einsum("ckqd,ckqe->ckde", F_ref, F_ref), atol=1e-9)
+
+
+def test_side_by_side_lloyd_is_each_classes_own_bit_for_bit():
+    rng = np.random.default_rng(8)
+    members = [rng.standard_normal((n, 5)) for n in (60, 75, 40)]
+    F, centres = seed_flats_side_by_side(members, 4, 2, np.random.default_rng(1))
+    expected = []
+    for c, X in enumerate(members):
+        Fc, cc = F[c].copy(), centres[c].copy()
+        scores = np.empty((X.shape[0], 4))
+
+        def all_scores():
+            kq_module.flat_scores(X, Fc.reshape(8, 5), cc, 2, scores)
+            return scores
+
+        def refit(assign, changed):
+            kq_module._refit_subspaces(X, assign, 4, 2, Fc, cc, changed)
+        kq_module._lloyd(X, kq_module.LLOYD_STEPS, all_scores, refit)
+        expected.append((Fc, cc))
+    lloyd_flats_side_by_side(members, F, centres, 2)
+    for c, (Fc, cc) in enumerate(expected):
+        assert np.array_equal(F[c], Fc) and np.array_equal(centres[c], cc)
+
+
+def test_init_flats_class_by_class_where_side_by_side_does_not_apply():
+    """Very unequal classes (padding > 2x), the random seeding and more than
+    SMALL_EIGH dimensions keep k_flats class by class, as before."""
+    rng = np.random.default_rng(9)
+    for sizes, d, seeding in (((200, 20, 20), 4, "pp"), ((40, 50), 4, "random"),
+                              ((40, 50), kq_module.SMALL_EIGH + 1, "pp")):
+        X = rng.standard_normal((sum(sizes), d))
+        ci = np.repeat(np.arange(len(sizes)), sizes)
+        W, centres = init_flats(X, ci, len(sizes), 3, 2, np.random.default_rng(4), seeding)
+        gen = np.random.default_rng(4)
+        for c in range(len(sizes)):
+            F, cc, _ = k_flats(X[ci == c], 3, 2, gen, seeding=seeding)
+            assert np.array_equal(W[c * 6:(c + 1) * 6], F.reshape(6, d))
+            assert np.array_equal(centres[c * 3:(c + 1) * 3], cc)
 
 
 def test_flat_scores_match_definition():
