@@ -843,8 +843,8 @@ class LocallyLinearSVC(_LcodingClassifier):
         opts.append(("-u", _num(u)))
         init = _choice("anchor_init", self.anchor_init, _ANCHOR_INIT)
         opts.append(("-a", str(init)))
-        batch, n_steps = self._kmeans_schedule(rows, resolved)
         if init in _KMEANS_INITS:           # -I, -M: only the k-means modes run steps
+            batch, n_steps = self._kmeans_schedule(rows, resolved)
             opts.append(("-I", str(n_steps)))
             if batch:
                 opts.append(("-M", str(batch)))

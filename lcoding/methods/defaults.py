@@ -45,8 +45,9 @@ KMEANS_ITER = 10
 # KMEANS_BATCH rows (-M; seeded by k-means++ on 6000 sampled rows) instead: 3-fold CV
 # of the defaults, two seeds, Lloyd -I 10 / mini-batch -I 30 -M 2000 mean error % and
 # CV time -- ijcnn1 1.52 / 1.52 % (2.32 / 1.80 s), w8a 1.31 / 1.34 % (2.76 / 1.60 s),
-# mnist (30k rows) 2.86 / 2.88 % (18.4 / 14.8 s); k-means was 0.35 of ijcnn1's 1.1 s fit and 0.58 of
-# w8a's 1.4 s.  Below 20 000 rows Lloyd's steps cost little and keep every row
+# mnist (30k rows) 2.86 / 2.88 % (18.4 / 14.8 s); k-means was 0.35 s of ijcnn1's 1.1 s
+# fit and 0.58 s of w8a's 1.4 s.  Below 20 000 rows Lloyd's steps cost little and see
+# every row
 KMEANS_BATCH = 2000
 KMEANS_BATCH_STEPS = 30
 KMEANS_BATCH_MIN_ROWS = 20000
@@ -202,5 +203,5 @@ def llsvm_default_options(rows: Rows, n_classes: int, seed: int) -> str:
     k = min(DEFAULT_NEIGHBORS, m)
     beta = scale_beta(rows, m, k, seed)
     s = 2 if newton_suits(rows, m, True) else 1
-    return (f"-s {s} -L 2 -A {m} -k {k} -u {float_text(beta)} -a 0 {kmeans_options(rows.n_rows)} "
-            f"-c {float_text(scale_C(rows, 1.0))} -B 1")
+    return (f"-s {s} -L 2 -A {m} -k {k} -u {float_text(beta)} -a 0 "
+            f"{kmeans_options(rows.n_rows)} -c {float_text(scale_C(rows, 1.0))} -B 1")

@@ -408,6 +408,8 @@ def test_to_options_before_fit():
     # kmeans_iter is -I, written only where the anchors run Lloyd steps
     assert " -I 3 " in explicit.set_params(kmeans_iter=3).to_options()
     assert " -I " not in explicit.set_params(anchor_init="random").to_options()
+    # random anchors run no k-means steps: kmeans_batch='auto' needs no rows there
+    assert " -I " not in clone(explicit).set_params(kmeans_batch="auto").to_options()
     with pytest.raises(ValueError, match="kmeans_iter"):
         explicit.set_params(anchor_init="kmeans", kmeans_iter=0).to_options()
     for bad in (-1, "big"):
