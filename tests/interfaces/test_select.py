@@ -262,14 +262,24 @@ def _select_on_a_fake_clock(monkeypatch, budget_s, dear=None):
 
 def test_a_rung_that_does_not_fit_runs_its_best_candidates(monkeypatch):
     """When the budget cannot hold a whole rung, the rung runs its best-ranked
-    survivors that fit."""
-    # rung 0: 9 x 300 rows = 27 s; rung 1 (3 x 900 rows) predicted 1.5 x 27 s = 40.5 s
-    result = _select_on_a_fake_clock(monkeypatch, 55)
+    survivors that fit; then, in rank order, a candidate it passed over runs if its own
+    trial times the rows' growth (without the rung's GROWTH margin) fits in what the
+    rung left; the whole selection keeps to the budget."""
+    # rung 0: 9 x 300 rows = 27 s; rung 1 (3 x 900 rows) predicted 1.5 x 27 s = 40.5 s:
+    # C = 3 and 2 fit (2 x 13.5 s of 28 s), run in 2 x 9 s, and C = 4 (9 s) fits in the
+    # 10 s left
+    clock = [0.0]
+    result = _select_with_fake_cv(
+        monkeypatch, 900, [f"-s 2 -B 1 -c {c}" for c in range(1, 10)],
+        lambda C, rows: 5 * abs(C - 3.0), 55, seconds=lambda C, rows: rows / 100,
+        clock=clock)
     rung1 = [t for t in result.trials if t.rung == 1]
-    assert [t.options for t in rung1] == ["-s 2 -B 1 -c 3", "-s 2 -B 1 -c 2"]
+    assert [t.options for t in rung1] == ["-s 2 -B 1 -c 3", "-s 2 -B 1 -c 2", "-s 2 -B 1 -c 4"]
     assert all(t.n_rows == 900 for t in rung1)
     assert "ran the best 2 of its 3 candidates that fit" in result.note
+    assert "then ran -s 2 -B 1 -c 4 too (10.0 s left)" in result.note
     assert result.best_options == "-s 2 -B 1 -c 3"
+    assert clock[0] <= 55
 
 
 def test_a_partial_rung_passes_over_a_dear_candidate_for_cheaper_ones(monkeypatch):
@@ -280,6 +290,7 @@ def test_a_partial_rung_passes_over_a_dear_candidate_for_cheaper_ones(monkeypatc
     rung1 = [t.options for t in result.trials if t.rung == 1]
     assert rung1 == ["-s 2 -B 1 -c 2", "-s 2 -B 1 -c 4"]
     assert "ran the best 2 of its 3 candidates that fit" in result.note
+    assert "then ran" not in result.note      # C = 3's 90 s never fit in the 28 s left
     assert result.best_options == "-s 2 -B 1 -c 2"
 
 
