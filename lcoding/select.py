@@ -491,10 +491,10 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # a second chance for the candidates the rung passed over, in rank order,
             # now that the rung's own time is known: each runs if its own last trial
             # times the rows' growth (without the rung's GROWTH margin) and its refit
-            # fit in what is left.  magic04 at a tenth of the RBF SVM's 190 s: the
-            # last rung's two cheap candidates took 2 s of the 11 s left, and the
-            # kernel map passed over (predicted 5.6 s and a 4.5 s refit, 3.5 s and 2.3 s
-            # in fact) was the best model of all (13.34 % test error against 14.56 %)
+            # fit in what is left.  The margin covers the rung as a whole (its best-
+            # ranked are often its dearest); once they ran, what is left is known.
+            # magic04 at a tenth of the RBF SVM's 190 s: the second rung ran its best
+            # 6 of 10, then a kernel map it had passed over, with 10.5 s left
             for c in passed_over:
                 left = budget_s - (time.perf_counter() - t_start)
                 if cost[c] / GROWTH + refits[c] > left:
