@@ -256,6 +256,7 @@ def test_usable_cores_counts_the_affinity(monkeypatch):
     assert threads.usable_cores() == max(1, os.cpu_count() or 1)
 
 
+@pytest.mark.slow
 def test_block_sweeps_give_the_same_model_whatever_the_barrier_spins(monkeypatch):
     """The barrier's spin count (spin long with a core per thread, yield at once when
     oversubscribed) changes timing only: -m 2 and -m 3 models are equal bit for bit

@@ -200,6 +200,7 @@ print("RESULT", ACC, acc_cv, m2.get_nr_class(), m2.get_labels(), len(m2.get_decf
 """
 
 
+@pytest.mark.slow
 def test_legacy_script_runs_with_only_the_import_changed(tmp_path, shared_data):
     from lcoding.io import datasets
     shared_data("w8a")  # skip cleanly when the data is missing

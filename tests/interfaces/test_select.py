@@ -67,6 +67,7 @@ def _rows(X):
     return as_rows(X, "x")
 
 
+@pytest.mark.slow
 def test_deterministic_for_a_seed_and_any_thread_count(small, monkeypatch):
     y, X = small
     monkeypatch.setattr(sel, "KPCA_MAX_FEATURES", 0)    # the local candidates, fast
@@ -490,6 +491,7 @@ def test_k_q_metrics_is_a_candidate_for_many_features(monkeypatch):
     assert sel.KQ_CANDIDATE not in sel.candidate_options(y, _rows(X), seed=1)
 
 
+@pytest.mark.slow
 def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
     """Three classes or more: KQMetricsClassifier(solver='flats')'s options are a
     candidate (the estimator's option string, without -S / -q), and on a rung of

@@ -121,6 +121,7 @@ def blobs(n=240, centers=3, seed=0, features=4, std=2.0):
 SMALL = dict(n_anchors=6, n_neighbors=3)
 
 
+@pytest.mark.slow
 def test_import_does_not_need_sklearn():
     code = ("import sys, lcoding, lcoding.liblinearutil; "
             "assert 'sklearn' not in sys.modules; "
@@ -582,6 +583,7 @@ def test_defaults_on_banana(shared_data):
 
 
 # ---------------------------------------------------------------------- AutoLocalClassifier
+@pytest.mark.slow
 def test_auto_local_classifier_fits_the_winner(tmp_path):
     """fit runs lcoding.select on the training rows and refits the winner: the
     attributes report the search, to_options() trains the same model file, string
@@ -610,6 +612,7 @@ def test_auto_local_classifier_fits_the_winner(tmp_path):
     assert (tmp_path / "est.model").read_bytes() == (tmp_path / "util.model").read_bytes()
 
 
+@pytest.mark.slow
 def test_auto_local_classifier_same_seed_same_model():
     X, y = blobs(n=240, centers=2, std=3.0)
     a = AutoLocalClassifier(budget_s=10, random_state=7).fit(X, y)
@@ -662,6 +665,7 @@ def test_auto_local_classifier_verbose_logs_trials(caplog):
     assert "AutoLocalClassifier: chose " in text and "training done" in text
 
 
+@pytest.mark.slow
 def test_auto_local_classifier_in_model_selection_tools():
     X, y = blobs(n=240)
     scores = cross_val_score(AutoLocalClassifier(budget_s=10), X, y, cv=3)

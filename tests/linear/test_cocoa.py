@@ -256,6 +256,7 @@ def test_block_rows_keep_sixteen_blocks_per_thread_and_pass():
     assert cocoa.block_rows(50000, 4) == 128
 
 
+@pytest.mark.slow
 def test_use_blocks_weighs_the_merge_against_a_block():
     rng = np.random.default_rng(0)
     narrow = rows_from_sparse(sp.random(5000, 20, density=0.5, random_state=1, format="csr"))
@@ -397,6 +398,7 @@ def test_m2_twice_gives_the_same_model(banana, options, scheme):
     assert not np.array_equal(a.w, c.w)
 
 
+@pytest.mark.slow
 def test_multiclass_keeps_its_class_threads(shared_data):
     y, X, _, _ = shared_data("usps")
     rows = rows_from_sparse(X[:1500])

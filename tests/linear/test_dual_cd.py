@@ -97,6 +97,7 @@ def test_agrees_with_liblinear(name, options, shared_data, capfd):
     assert (ref_pred == our_pred).mean() >= 0.995
 
 
+@pytest.mark.slow
 def test_threads_give_the_same_model(shared_data):
     y, X, _, _ = shared_data("usps")
     one = train_model(y, as_rows(X), parse_train_options("-s 3 -q -m 1"))

@@ -572,6 +572,7 @@ def test_class_scores_match_definition():
     np.testing.assert_allclose(s, ref, rtol=1e-12)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opts", ["-s 40 -k 2 -Q 12", "-s 41 -y 1 -k 2 -Q 12",
                                   "-s 40 -k 2 -Q 8 -l 60 -z 1"])
 def test_same_model_for_any_thread_count(opts):
@@ -685,6 +686,7 @@ def test_lloyd_refits_only_the_clusters_that_changed(monkeypatch):
     assert seen[0] is None and min(len(c) for c in seen[1:] if c is not None) <= 5
 
 
+@pytest.mark.slow
 def test_pca_gram_by_dense_blocks_or_sparse_product(monkeypatch):
     """The PCA's X'X: by dense row blocks when the rows are dense enough (BLAS), by
     scipy's sparse product otherwise; both the same matrix to rounding, the choice

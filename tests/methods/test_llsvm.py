@@ -525,6 +525,7 @@ def test_primal_newton_llsvm_is_liblinear_s2_on_the_coded_rows(shared_data, name
     np.testing.assert_array_equal(again.decision_values(as_rows(X)), model.decision_values(as_rows(X)))
 
 
+@pytest.mark.slow
 def test_primal_newton_on_many_rows_starts_from_a_subsample(shared_data, monkeypatch):
     """From SUBSAMPLE_START_MIN_ROWS rows on, -s 2 on coded rows first solves a tenth
     of them: the same optimum (tight tolerance), a reproducible model, and a start

@@ -45,6 +45,7 @@ def _cv_rate(y, rows, options):
     return float(np.mean(cross_validation(y, rows, params, params.nr_fold) == y))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", ["-C -L 2 -B 1 -A 12 -k 4",
                                      "-C -L 1 -A 8 -k 4 -v 4",
                                      "-C -L 5 -u 3 -B 1 -K 1 -A 6 -e 0.01"])
@@ -93,6 +94,7 @@ def test_anchors_and_codes_are_computed_once_per_fold_and_setting(small, monkeyp
     assert counter["codes"] == 3 * len(settings)
 
 
+@pytest.mark.slow
 def test_best_options_retrain_to_the_model(small):
     y, rows = small
     X = rows.to_csr()
@@ -115,6 +117,7 @@ def test_best_options_retrain_to_the_model(small):
     assert abs(_cv_rate(y, rows, best_options + " -v 5") - best_rate) <= 3.0 / N_SMALL
 
 
+@pytest.mark.slow
 def test_search_is_deterministic_and_seeded(small):
     y, rows = small
     a = _search(y, rows, "-C -L 1 -A 8 -k 4")
@@ -124,6 +127,7 @@ def test_search_is_deterministic_and_seeded(small):
     assert [p.rate for p in c[1]] != [p.rate for p in a[1]]
 
 
+@pytest.mark.slow
 def test_grids(small):
     y, rows = small
     y, rows = y[:250], rows.take(np.arange(250))
@@ -139,6 +143,7 @@ def test_grids(small):
     assert us[0] == pytest.approx(us[1] / 2, rel=0.05) and us[2] == pytest.approx(2 * us[1], rel=0.05)
 
 
+@pytest.mark.slow
 def test_train_prints_one_line_per_point_and_the_best_line(small, capsys):
     y, rows = small
     result = train(y, rows.to_csr(), "-C -L 1 -A 8 -k 4")
@@ -154,6 +159,7 @@ def test_train_prints_one_line_per_point_and_the_best_line(small, capsys):
     assert "log2c=" not in quiet and "Best C = " in quiet      # LIBLINEAR's -q rule
 
 
+@pytest.mark.slow
 def test_cli_C_with_a_local_coding(small, tmp_path, capsys, monkeypatch):
     y, rows = small
     path = tmp_path / "small.train"
@@ -250,6 +256,7 @@ def test_banana_search_finds_a_good_model(shared_data):
 
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", ["-L 1 -k 4", "-L 2 -k 4", "-L 3", "-L 6 -k 4",
                                      "-L 4 -K 1 -u 1", "-L 5 -K 1 -u 0", "-L 5 -K 1 -u 2",
                                      "-L 2 -s 3 -k 4 -K 3"])
@@ -269,6 +276,7 @@ def test_every_local_coding_is_searched(small, options):
     assert model.get_nr_class() == 2
 
 
+@pytest.mark.slow
 def test_C_search_of_one_binary_problem_splits_its_rows_over_m_threads(small, monkeypatch):
     """-C -m 2 on a two-class set: every fold's solve along C runs on two threads
     (lcoding.linear.cocoa, warm-started from the previous C); the same rates as -m 1
@@ -300,6 +308,7 @@ def test_C_search_of_one_binary_problem_splits_its_rows_over_m_threads(small, mo
     assert abs(one[0].best_rate - two[0].best_rate) <= 10.0 / N_SMALL
 
 
+@pytest.mark.slow
 def test_stalled_solves_along_the_path_hand_over_to_newton(monkeypatch):
     """Rows with a large common component (LETTER's raw features, in small): the
     dual CD stalls at most points.  As in training, each stalled solve hands over to
