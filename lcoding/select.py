@@ -30,8 +30,9 @@ time budget ``budget_s``:
   rank order, passing over a dear one for cheaper ones after it; at least two, else
   the search stops; then a passed-over one runs after all if its own cost, without
   the GROWTH margin, fits in what they left), and within a rung no candidate starts
-  once the budget is spent.  The winner is the best-ranked candidate of the highest rung run to its
-  end (the first rung's best when none was): on all rows, the lowest CV error;
+  once the budget is spent.  The winner is the best-ranked candidate of the highest
+  rung run to its end (the first rung's best when none was): on all rows, the lowest
+  CV error;
   when the budget stopped the schedule earlier, the lowest extrapolated one;
 * the budget holds the refit on all rows as well (``refit``): a candidate's refit
   is predicted from its latest trial, linear in the rows (its folds trained on
@@ -82,7 +83,8 @@ from lcoding.core.rows import Rows, as_labels, as_rows
 from lcoding.core.seeds import PURPOSE_SELECT, rng_state
 from lcoding.core.threads import blas_for_training, map_threads
 from lcoding.local.anchors import dense_rows
-from lcoding.methods.defaults import KMEANS_ITER, flats_default_options, llsvm_default_options
+from lcoding.methods.defaults import (KMEANS_ITER, flats_default_options, flats_suit,
+                                      llsvm_default_options)
 from lcoding.methods.local_search import coding_scale, find_local_parameters
 from lcoding.training import cross_validation, train_model
 
@@ -197,11 +199,11 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
     out.append(llsvm_default_options(rows, int(np.unique(y).size), seed))
     if KQ_MIN_FEATURES < d <= KQ_MAX_FEATURES:
         # many features (images, text): discriminative k q-metrics on a 50-dimensional
-        # PCA, KQMetricsClassifier(solver='metrics')'s setting -- on MNIST and USPS it
-        # was the best of the estimators at their defaults (1.33 % and 4.58 % test error); the PCA's
-        # 50 x d directions bound d
+        # PCA, KQMetricsClassifier(solver='metrics')'s setting -- on MNIST and USPS
+        # it was the best of the estimators at their defaults (1.33 % and 4.58 % test
+        # error); the PCA's 50 x d directions bound d
         out.append(KQ_CANDIDATE)
-    if int(np.unique(y).size) >= 3 and 2 <= d <= KQ_MAX_FEATURES:
+    if flats_suit(int(np.unique(y).size), d) and d <= KQ_MAX_FEATURES:
         # many classes: affine k q-flats, KQMetricsClassifier(solver='flats')'s options
         # (a recipe, FLATS_RECIPE: the flats per class follow the rung's rows) -- a vote
         # of 5 nearest-flat rules, trained in 0.7 s on letter's 10 667-row folds with
@@ -431,6 +433,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # the budget holds the refit too: a rung runs only if the refit of whichever
         # of its candidates wins still fits after it
         refits = {c: refit_cost(n_r, cost[c] * max(1, int(n_threads))) for c in survivors}
+        passed_over = []
         if r > 0 and elapsed + predicted + max(refits.values(), default=0.0) > budget_s:
             # the whole rung does not fit: run its best-ranked candidates that do (at
             # least two, or there is nothing to compare), else stop
@@ -457,14 +460,16 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                             if refit else "") + f", {budget_s - elapsed:.1f} s left)")
             passed_over = [c for c in survivors if c not in fitting]
             survivors = fitting
-        else:
-            passed_over = []
         ids = np.sort(order[:n_r])
         sub_y, sub_rows = y[ids], rows.take(ids)
         rung_options = {}
-        if n_r < n:
-            rung_options = {c: recipes[c](sub_rows, int(np.unique(sub_y).size))
-                            for c in survivors + passed_over if c in recipes}
+
+        def add_rung_options(cs, sub_y=sub_y, sub_rows=sub_rows):
+            # a recipe candidate trains on a rung of fewer rows as the estimator would
+            if n_r < n:
+                rung_options.update({c: recipes[c](sub_rows, int(np.unique(sub_y).size))
+                                     for c in cs if c in recipes})
+        add_rung_options(survivors)
 
         def evaluate(c, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
             # the trial's own cost guessed as the rung's last one's (cheapest first)
@@ -499,6 +504,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                 left = budget_s - (time.perf_counter() - t_start)
                 if cost[c] / GROWTH + refits[c] > left:
                     continue
+                add_rung_options([c])
                 trial = evaluate(c)
                 if trial.note == "not run: budget spent":
                     break

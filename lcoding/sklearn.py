@@ -46,10 +46,10 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from lcoding.core.options import parse_train_options
 from lcoding.core.rows import as_rows
-from lcoding.methods.defaults import (BETA_SCALE_FACTOR, FLATS_RESTARTS, KMEANS_BATCH_STEPS,
-                                      KMEANS_ITER, KQ_PCA, anchor_distance_scale,
-                                      auto_anchors as _auto_anchors, flats_clusters, flats_q,
-                                      kmeans_schedule, newton_suits, scale_C)
+from lcoding.methods.defaults import (BETA_SCALE_FACTOR, FLATS_RESTARTS, KQ_PCA,
+                                      anchor_distance_scale, auto_anchors as _auto_anchors,
+                                      flats_clusters, flats_q, flats_suit, kmeans_schedule,
+                                      kmeans_steps, newton_suits, scale_C)
 from lcoding.io.model_files import model_to_text
 from lcoding.select import select
 from lcoding.training import METHOD_BY_NAME, load_model_file, model_from_text, train_model
@@ -877,7 +877,7 @@ class LocallyLinearSVC(_LcodingClassifier):
             if self.kmeans_iter != "auto":
                 raise ValueError(f"kmeans_iter={self.kmeans_iter!r}: must be an integer "
                                  f">= 1 or 'auto'")
-            n_steps = KMEANS_BATCH_STEPS if batch else KMEANS_ITER
+            n_steps = kmeans_steps(batch)
             resolved["kmeans_iter_"] = n_steps
         else:
             n_steps = int(_check_number("kmeans_iter", self.kmeans_iter, low=1, integer=True))
@@ -1236,12 +1236,10 @@ class KQMetricsClassifier(_LcodingClassifier):
         else:
             p = int(_check_number("pca_components", self.pca_components, low=1, integer=True))
         if auto_solver:
-            # the flats' vote for three classes or more (3-fold CV on the training
-            # splits, flats / metrics at their defaults: letter 2.79 / 8.45 %, usps
-            # 1.43 / 1.82 %, mnist (16 000 rows) 2.37 / 2.58 %); the metrics for two
-            # (the flats: magic04 23 %, ijcnn1 13 % at 8000 rows) and one dimension
+            # the flats' vote where they suit (three classes or more, two dimensions
+            # or more: lcoding.methods.defaults.flats_suit), else the metrics
             n_classes = int(np.unique(_data(y_train, "solver='auto'")).size)
-            flats = n_classes >= 3 and (p or _data(rows, "solver='auto'") and d) >= 2
+            flats = flats_suit(n_classes, p or _data(rows, "solver='auto'") and d)
             st = 41 if flats else 40
             resolved["solver_"] = "flats" if flats else "metrics"
         offset = float(_check_number("offset", self.offset, low=0))

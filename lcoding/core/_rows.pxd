@@ -74,7 +74,8 @@ cdef enum:
 cdef inline double coded_dot(const CodedRows* rows, Py_ssize_t i, const double* W) noexcept nogil:
     # <W, z_i> = sum_j gamma_ij (W[a_ij] . [x_i; B]).  The k anchors' dot products are
     # accumulated side by side, x_i's non-zeros outer: k independent sums instead of
-    # one dependent chain per anchor (ijcnn1's LL-SVM Hessian products: 1.6x faster).
+    # one dependent chain per anchor (ijcnn1's LL-SVM: Hessian products 0.46 -> 0.42 s,
+    # Newton's X s 0.080 -> 0.063 s a fit).
     # Each acc[j] adds the same terms in the same order as x_dot, and the sum over j
     # is in anchor order, so the value is x_dot's bit for bit.
     cdef Py_ssize_t j, j0, nc, base, col

@@ -67,6 +67,9 @@ FLATS_MAX_CLUSTERS = 32
 # 2.79 / 2.51 %, usps 1.91 / 1.44 / 1.43 / 1.39 %, mnist (16 000 rows) 3.14 / 2.48 / 2.37 %
 # (training and prediction cost grow with the restarts)
 FLATS_RESTARTS = 5
+# ... for three classes or more: flats / metrics at their defaults, 3-fold CV, letter
+# 2.79 / 8.45 %, usps 1.43 / 1.82 %, mnist (16 000 rows) 2.37 / 2.58 %
+FLATS_MIN_CLASSES = 3
 
 
 def flats_q(dim: int) -> int:
@@ -87,6 +90,14 @@ def flats_clusters(n_rows: int, n_classes: int, q: int) -> int:
     return max(1, min(FLATS_MAX_CLUSTERS, per_class // (FLATS_ROWS_PER_DIMENSION * q)))
 
 
+def flats_suit(n_classes: int, dim: int) -> bool:
+    """Whether the affine k q-flats apply: three classes or more (on two they were
+    poor, magic04 23 %, ijcnn1 13 % 3-fold CV error) in two dimensions or more (in
+    one, every flat is the whole line).  ``KQMetricsClassifier(solver='auto')`` and
+    the selector's flats candidate."""
+    return n_classes >= FLATS_MIN_CLASSES and dim >= 2
+
+
 def flats_default_options(rows: Rows, n_classes: int) -> str:
     """The option string ``KQMetricsClassifier(solver='flats')`` fits on these rows
     (default offset), without ``-S`` / ``-q``."""
@@ -99,9 +110,13 @@ def kmeans_schedule(n: int) -> tuple[int, int]:
     """``(kmeans_batch, kmeans_iter)`` of ``LocallyLinearSVC()`` on ``n`` rows:
     ``(0, KMEANS_ITER)`` Lloyd steps, or mini-batch steps from
     :data:`KMEANS_BATCH_MIN_ROWS` rows on."""
-    if n >= KMEANS_BATCH_MIN_ROWS:
-        return KMEANS_BATCH, KMEANS_BATCH_STEPS
-    return 0, KMEANS_ITER
+    batch = KMEANS_BATCH if n >= KMEANS_BATCH_MIN_ROWS else 0
+    return batch, kmeans_steps(batch)
+
+
+def kmeans_steps(batch: int) -> int:
+    """``kmeans_iter='auto'``: Lloyd steps, or mini-batch steps with a ``batch``."""
+    return KMEANS_BATCH_STEPS if batch else KMEANS_ITER
 
 
 def kmeans_options(n: int) -> str:
