@@ -22,7 +22,7 @@
 # Every coding sums to one.  Output: anchor_idx[n, k] (int32, nearest first) and
 # coding_weight[n, k] (float64).
 from libc.math cimport exp, log, pow, sqrt
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint64_t
 
 from lcoding.core._dist cimport CSRView, make_csr, row_sqnorm, scatter_rows, block_sqdist
 
@@ -34,6 +34,7 @@ cdef extern from "_local_dot.h" nogil:
                                 const double* wa, Py_ssize_t nr_feature, Py_ssize_t nr_w,
                                 double bias, double* out)
     Py_ssize_t lcoding_local_dot_width(Py_ssize_t nr_w)
+    Py_ssize_t BITSET_ANCHORS "LCODING_LOCAL_DOT_BITSET_ANCHORS"
     void lcoding_local_dot_bucket(const double* X_data, const int* X_indices,
                                   const int64_t* X_indptr, const int* bucket_row,
                                   const double* bucket_wt, Py_ssize_t pos0, Py_ssize_t pos1,
@@ -45,7 +46,8 @@ cdef extern from "_local_dot.h" nogil:
                                   const double* coding_weight, Py_ssize_t k,
                                   Py_ssize_t row_start, Py_ssize_t row_stop, const double* W,
                                   Py_ssize_t nr_feature, Py_ssize_t nr_w, double bias,
-                                  double* out, Py_ssize_t* order)
+                                  double* out, Py_ssize_t* order, uint64_t* seen,
+                                  Py_ssize_t* slot, Py_ssize_t n_words)
 
 cdef double INF = float("inf")
 # relative size below which a squared distance counts as zero (BLAS cancellation
@@ -54,6 +56,11 @@ cdef double ZERO_REL = 1e-10
 cdef double[::1] _zeros(Py_ssize_t size):
     import numpy as np
     return np.zeros(max(size, 1))
+
+
+cdef int[::1] _int_buffer(Py_ssize_t size):
+    import numpy as np
+    return np.zeros(max(size, 1), dtype=np.int32)
 
 
 cpdef enum CodingKind:
@@ -91,8 +98,8 @@ cdef inline void topk_row(const double* dist, Py_ssize_t m, Py_ssize_t k,
 
 
 cdef inline Py_ssize_t topk_row_near(const double* dist, Py_ssize_t m, Py_ssize_t k,
-                                     const int* anchor_nn, double* bd,
-                                     int* bi) noexcept nogil:
+                                     const int* anchor_nn, double* bd, int* bi,
+                                     int* cand) noexcept nogil:
     # topk_row's k, found faster: the insertion buffer above costs a misread branch
     # and up to k moves for every anchor that beats its current k-th distance, about
     # k (1 + ln(m / k)) of them (ijcnn1, k = 16 of 200: 0.8 of the 1.1 us a row's
@@ -116,10 +123,13 @@ cdef inline Py_ssize_t topk_row_near(const double* dist, Py_ssize_t m, Py_ssize_
     for j in range(k):
         if dist[near[j]] > t:
             t = dist[near[j]]
+    # the admitted anchors' ids, in index order, without a branch per anchor (the
+    # admitted ones are few and scattered, a branch on each mispredicts)
     for j in range(m):
-        if dist[j] <= t:
-            admitted += 1
-            topk_push(dist[j], <int>j, k, &cnt, bd, bi)
+        cand[admitted] = <int>j
+        admitted += dist[j] <= t
+    for j in range(admitted):
+        topk_push(dist[cand[j]], cand[j], k, &cnt, bd, bi)
     if cnt < k:
         topk_row(dist, m, k, bd, bi)
     return admitted
@@ -293,6 +303,7 @@ def knn_code(
     cdef double[::1] xsq = _zeros(block)
     cdef double[::1] Cbuf = _zeros(k * k)
     cdef double[::1] bd = _zeros(k)
+    cdef int[::1] cand = _int_buffer(m)
     cdef const double* VVp = &VV[0, 0] if VV.shape[0] > 0 else NULL
     if k > m:
         raise ValueError(f"k = {k} nearest anchors requested but there are only {m} anchors")
@@ -354,7 +365,7 @@ def knn_code(
                 for i in range(r0, r1):
                     if near_on:
                         admitted += topk_row_near(&dbuf[(i - r0) * m], m, k, nn, &bd[0],
-                                                  &anchor_idx[i, 0])
+                                                  &anchor_idx[i, 0], &cand[0])
                     else:
                         topk_row(&dbuf[(i - r0) * m], m, k, &bd[0], &anchor_idx[i, 0])
                     code_row(coding, param, k, &bd[0], &anchor_idx[i, 0], xsq[i - r0],
@@ -373,8 +384,15 @@ cdef int _by_row(const double* x_data, const int* x_indices, const int64_t[::1] 
                  double[:, ::1] out, Py_ssize_t row_start, Py_ssize_t row_stop) except -1:
     """The row-major form of :func:`local_decision_values` (checked arguments)."""
     cdef Py_ssize_t k = anchor_idx.shape[1], nr_w = out.shape[1], i, c
+    cdef Py_ssize_t stride = nr_feature + (1 if bias >= 0 else 0)
+    cdef Py_ssize_t n_anchors = W.shape[0] // stride
+    # the bitset that orders a row's anchors (up to LCODING_LOCAL_DOT_BITSET_ANCHORS;
+    # past it the insertion sort): zero words, and a slot per anchor id
+    cdef Py_ssize_t n_words = (n_anchors + 63) // 64 if n_anchors <= BITSET_ANCHORS else 0
     import numpy as np
     cdef Py_ssize_t[::1] order = np.empty(max(k, 1), dtype=np.intp)
+    cdef uint64_t[::1] seen = np.zeros(max(n_words, 1), dtype=np.uint64)
+    cdef Py_ssize_t[::1] slot = np.empty(max(n_anchors if n_words else 1, 1), dtype=np.intp)
     with nogil:
         for i in range(row_start, row_stop):
             for c in range(nr_w):
@@ -382,7 +400,8 @@ cdef int _by_row(const double* x_data, const int* x_indices, const int64_t[::1] 
         if k > 0:
             lcoding_local_dot_by_row(x_data, x_indices, &X_indptr[0], &anchor_idx[0, 0],
                                      &coding_weight[0, 0], k, row_start, row_stop, &W[0, 0],
-                                     nr_feature, nr_w, bias, &out[0, 0], &order[0])
+                                     nr_feature, nr_w, bias, &out[0, 0], &order[0],
+                                     &seen[0], &slot[0], n_words)
     return 0
 
 

@@ -28,7 +28,11 @@
 #            current F_m, and each is updated if it still violates its margin.
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport int64_t
-from scipy.linalg.cython_blas cimport dgemm, dgemv, dger
+from libc.math cimport INFINITY
+from scipy.linalg.cython_blas cimport dgemm, dgemv, dger, dsyrk
+from scipy.linalg.cython_lapack cimport dsyev, dsyevr, dlamch
+
+from lcoding.core._stop cimport stop_pointer, stop_requested
 
 
 def metric_norms(const double[:, ::1] X,   # IN (n, d) rows (preprocessed, dense)
@@ -94,15 +98,11 @@ def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
     squared distance of x_r to the flat c_m + span(F_m) when F_m has orthonormal rows
     (the largest score is the nearest flat).  Two dgemm per block of rows."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], mq = W.shape[0]
-    cdef Py_ssize_t M, r0, r1, i, m, t, u
-    cdef int imq, ib, idd, iM
-    cdef double one = 1.0, zero = 0.0, s, v, xx
+    cdef Py_ssize_t M
     cdef double* P = NULL
     cdef double* Q = NULL
     cdef double* B = NULL
     cdef double* cc = NULL
-    cdef const double* prow
-    cdef const double* xrow
     if q < 1 or mq % q != 0:
         raise ValueError(f"flat rows ({mq}) are not a multiple of q = {q}")
     M = mq // q
@@ -125,50 +125,62 @@ def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
         free(B)
         free(cc)
         raise MemoryError("flat_scores: cannot allocate the product blocks")
-    imq = <int>mq
-    idd = <int>d
-    iM = <int>M
     try:
         with nogil:
-            for m in range(M):            # B = F_m c_m, cc = ||c_m||^2
-                s = 0.0
-                for u in range(d):
-                    s += centres[m, u] * centres[m, u]
-                cc[m] = s
-                for t in range(m * q, m * q + q):
-                    s = 0.0
-                    for u in range(d):
-                        s += W[t, u] * centres[m, u]
-                    B[t] = s
-            r0 = 0
-            while r0 < n:
-                r1 = min(r0 + block, n)
-                ib = <int>(r1 - r0)
-                if d > 0:
-                    dgemm(b"T", b"N", &imq, &ib, &idd, &one, <double*>&W[0, 0], &idd,
-                          <double*>&X[r0, 0], &idd, &zero, P, &imq)
-                    dgemm(b"T", b"N", &iM, &ib, &idd, &one, <double*>&centres[0, 0], &idd,
-                          <double*>&X[r0, 0], &idd, &zero, Q, &iM)
-                for i in range(r1 - r0):
-                    xrow = &X[r0 + i, 0]
-                    xx = 0.0
-                    for u in range(d):
-                        xx += xrow[u] * xrow[u]
-                    prow = P + i * mq
-                    for m in range(M):
-                        s = 0.0
-                        if d > 0:
-                            for t in range(m * q, m * q + q):
-                                v = prow[t] - B[t]
-                                s += v * v
-                            s -= xx - 2.0 * Q[i * M + m] + cc[m]
-                        out[r0 + i, m] = s
-                r0 = r1
+            flat_scores_rows(&X[0, 0], n, d, &W[0, 0], &centres[0, 0], M, q, &out[0, 0],
+                             block, P, Q, B, cc)
     finally:
         free(P)
         free(Q)
         free(B)
         free(cc)
+
+
+cdef void flat_scores_rows(const double* X, Py_ssize_t n, Py_ssize_t d, const double* W,
+                           const double* centres, Py_ssize_t M, Py_ssize_t q, double* out,
+                           Py_ssize_t block, double* P, double* Q, double* B,
+                           double* cc) noexcept nogil:
+    # flat_scores on raw arrays: X (n, d), W (M*q, d), centres (M, d), out (n, M), all
+    # row-major; scratch P (block*M*q), Q (block*M), B (M*q), cc (M).
+    cdef Py_ssize_t mq = M * q, r0, r1, i, m, t, u
+    cdef int imq = <int>mq, idd = <int>d, iM = <int>M, ib
+    cdef double one = 1.0, zero = 0.0, s, v, xx
+    cdef const double* prow
+    cdef const double* xrow
+    for m in range(M):            # B = F_m c_m, cc = ||c_m||^2
+        s = 0.0
+        for u in range(d):
+            s += centres[m * d + u] * centres[m * d + u]
+        cc[m] = s
+        for t in range(m * q, m * q + q):
+            s = 0.0
+            for u in range(d):
+                s += W[t * d + u] * centres[m * d + u]
+            B[t] = s
+    r0 = 0
+    while r0 < n:
+        r1 = min(r0 + block, n)
+        ib = <int>(r1 - r0)
+        if d > 0:
+            dgemm(b"T", b"N", &imq, &ib, &idd, &one, <double*>W, &idd,
+                  <double*>&X[r0 * d], &idd, &zero, P, &imq)
+            dgemm(b"T", b"N", &iM, &ib, &idd, &one, <double*>centres, &idd,
+                  <double*>&X[r0 * d], &idd, &zero, Q, &iM)
+        for i in range(r1 - r0):
+            xrow = X + (r0 + i) * d
+            xx = 0.0
+            for u in range(d):
+                xx += xrow[u] * xrow[u]
+            prow = P + i * mq
+            for m in range(M):
+                s = 0.0
+                if d > 0:
+                    for t in range(m * q, m * q + q):
+                        v = prow[t] - B[t]
+                        s += v * v
+                    s -= xx - 2.0 * Q[i * M + m] + cc[m]
+                out[(r0 + i) * M + m] = s
+        r0 = r1
 
 
 cdef inline double metric_response(double* Fm, const double* x, double* y,
@@ -203,7 +215,7 @@ def kq_pass(const double[:, ::1] X,          # IN (n, d) rows, unit norm in the 
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], mq = W.shape[0]
     cdef Py_ssize_t M, C, t, r, m, ci, first, jx
     cdef int id_, iq, imq, inc = 1
-    cdef double one = 1.0, zero = 0.0, z, best, c
+    cdef double one = 1.0, zero = 0.0, z, best
     cdef long n_own = 0, n_other = 0
     cdef double* Y
     cdef double* z_all
@@ -287,3 +299,408 @@ def kq_pass(const double[:, ::1] X,          # IN (n, d) rows, unit norm in the 
         free(Y)
         free(z_all)
     return n_own, n_other
+
+
+# ------------------------------------------------------------------ k q-flats
+# Representational k q-flats of every class (Szlam & Sapiro 2009, eq. 1 with affine
+# flats): class c's rows are clustered into k flats {c_m + span(F_m)}, F_m q x d with
+# orthonormal rows, minimising sum_x min_m dist(x, flat_m)^2, where
+#     dist(x, flat_m)^2 = ||x - c_m||^2 - ||F_m (x - c_m)||^2.
+# Seeding (k-means++ on flats): seed j of class c is row floor(u n_c) for j = 0 (u the
+# j-th draw of the class), else the row where u times the class's summed squared
+# distances to its nearest seed flat so far falls in their running sum; the seed's
+# flat is the best fit (mean, top-q principal directions) of its
+# max(q + 1, ceil(n_c / k)) nearest rows (ties: lower row first).
+# Lloyd steps: every row to its nearest flat (first on ties), every non-empty cluster
+# whose members changed refitted (an empty one keeps its flat), until the assignment
+# repeats or n_steps steps.  A best-fit flat: the cluster's mean and the eigenvectors
+# of the q largest eigenvalues of its centred scatter (LAPACK dsyev, all pairs, up to
+# ALL_PAIRS_MAX_DIM dimensions; dsyevr, only those q, above), each scaled so its
+# largest-magnitude entry is positive.  kq.k_flats is the slow NumPy reference.
+#
+# Why a kernel: letter's default (26 classes x 32 flats a restart) solves ~2 500
+# 17 x 17 eigenproblems a restart; in NumPy, with the stacked problems and the small
+# array calls around them, a restart took 0.21 s, here 0.12 s (half of it LAPACK).
+
+cdef enum:
+    ALL_PAIRS_MAX_DIM = 64
+
+ctypedef double* double_ptr
+ctypedef int64_t* int64_ptr
+
+
+cdef inline bint _before(const double* key, int64_t a, int64_t b) noexcept nogil:
+    # row a before row b: smaller key, the lower row on ties (a stable sort's order)
+    return key[a] < key[b] or (key[a] == key[b] and a < b)
+
+
+cdef void _smallest_first(const double* key, int64_t* idx, Py_ssize_t n,
+                          Py_ssize_t size) noexcept nogil:
+    # reorder idx[0:n] so that idx[0:size] are the size rows first in _before's order
+    # (quickselect, median-of-three pivots; the keys are distinct under _before)
+    cdef Py_ssize_t lo = 0, hi = n - 1, mid, i, store, kth = size - 1
+    cdef int64_t tmp, pivot
+    if size <= 0 or size >= n:
+        return
+    while hi > lo:
+        mid = lo + (hi - lo) // 2
+        # median of idx[lo], idx[mid], idx[hi] into idx[hi]
+        if _before(key, idx[mid], idx[lo]):
+            tmp = idx[mid]; idx[mid] = idx[lo]; idx[lo] = tmp
+        if _before(key, idx[hi], idx[lo]):
+            tmp = idx[hi]; idx[hi] = idx[lo]; idx[lo] = tmp
+        if _before(key, idx[mid], idx[hi]):
+            tmp = idx[mid]; idx[mid] = idx[hi]; idx[hi] = tmp
+        pivot = idx[hi]
+        store = lo
+        for i in range(lo, hi):
+            if _before(key, idx[i], pivot):
+                tmp = idx[i]; idx[i] = idx[store]; idx[store] = tmp
+                store += 1
+        tmp = idx[store]; idx[store] = idx[hi]; idx[hi] = tmp
+        if store == kth:
+            return
+        if store < kth:
+            lo = store + 1
+        else:
+            hi = store - 1
+
+
+cdef struct EigWork:
+    double* w           # (d) eigenvalues
+    double* z           # (d*d) eigenvectors, column-major
+    int all_pairs       # 1: every pair (dsyev, implicit QL/QR), 0: only the top q (dsyevr)
+    int* isuppz         # (2*d)
+    double* work
+    int* iwork
+    int lwork
+    int liwork
+
+
+cdef int _fit_flat(double* G, Py_ssize_t count, Py_ssize_t d, Py_ssize_t q, double* S,
+                   EigWork* ew, double* mean, double* F) noexcept nogil:
+    # best-fit flat of the count rows G (count, d) (centred in place): mean (d) and
+    # F (q, d), the top-q principal directions, largest first; the LAPACK info
+    cdef Py_ssize_t r, u, t, col, top
+    cdef int n_ = <int>d, k_ = <int>count, il = <int>(d - q + 1), iu = <int>d, found = 0
+    cdef int info = 0
+    cdef double one = 1.0, zero = 0.0, vl = 0.0, vu = 0.0, abstol, inv, big, v
+    cdef double* vecs
+    for u in range(d):
+        mean[u] = 0.0
+    for r in range(count):
+        for u in range(d):
+            mean[u] += G[r * d + u]
+    inv = 1.0 / <double>count
+    for u in range(d):
+        mean[u] *= inv
+    for r in range(count):
+        for u in range(d):
+            G[r * d + u] -= mean[u]
+    # S = G^T G: column-major G^T is (d x count) with leading dimension d
+    dsyrk(b"U", b"N", &n_, &k_, &one, G, &n_, &zero, S, &n_)
+    abstol = 2.0 * dlamch(b"S")
+    if ew.all_pairs:
+        dsyev(b"V", b"U", &n_, S, &n_, ew.w, ew.work, &ew.lwork, &info)
+        vecs = S
+        found = n_
+    else:
+        dsyevr(b"V", b"I", b"U", &n_, S, &n_, &vl, &vu, &il, &iu, &abstol, &found, ew.w,
+               ew.z, &n_, ew.isuppz, ew.work, &ew.lwork, ew.iwork, &ew.liwork, &info)
+        vecs = ew.z
+    if info != 0:
+        return info
+    for t in range(q):                     # ascending columns: the largest is the last
+        col = found - 1 - t
+        top = 0
+        big = -1.0
+        for u in range(d):
+            v = vecs[col * d + u]
+            if (v if v >= 0 else -v) > big:
+                big = v if v >= 0 else -v
+                top = u
+        inv = -1.0 if vecs[col * d + top] < 0 else 1.0
+        for u in range(d):
+            F[t * d + u] = inv * vecs[col * d + u]
+    return 0
+
+
+cdef void _rows_dot(const double* XT, Py_ssize_t n_c, Py_ssize_t d, const double* v,
+                    double* out) noexcept nogil:
+    # out[i] = x_i . v for the rows stored feature-major (XT: d x n_c), an axpy per
+    # feature: the loop over rows is contiguous and vectorises, where one short dot
+    # per row (dgemv on the row-major rows) or dgemm's packing of a thin product is
+    # several times slower on letter's 17 dimensions
+    cdef Py_ssize_t i, u
+    cdef double w
+    cdef const double* col
+    for i in range(n_c):
+        out[i] = 0.0
+    for u in range(d):
+        w = v[u]
+        col = XT + u * n_c
+        for i in range(n_c):
+            out[i] += w * col[i]
+
+
+cdef void _flat_distances(const double* XT, const double* sq, Py_ssize_t n_c, Py_ssize_t d,
+                          Py_ssize_t q, const double* F, const double* centre, double* acc,
+                          double* out) noexcept nogil:
+    # out[i] = max(||x_i - c||^2 - ||F (x_i - c)||^2, 0), the squared distance of row i
+    # to the flat (c, F), as ||x||^2 - 2 x.c + ||c||^2 - sum_t (F_t x - F_t c)^2 (the
+    # form of flat_scores); acc: scratch of n_c values
+    cdef Py_ssize_t i, t, u
+    cdef double cc = 0.0, b, v
+    for u in range(d):
+        cc += centre[u] * centre[u]
+    _rows_dot(XT, n_c, d, centre, acc)
+    for i in range(n_c):
+        out[i] = sq[i] - 2.0 * acc[i] + cc
+    for t in range(q):
+        b = 0.0
+        for u in range(d):
+            b += F[t * d + u] * centre[u]
+        _rows_dot(XT, n_c, d, &F[t * d], acc)
+        for i in range(n_c):
+            v = acc[i] - b
+            out[i] -= v * v
+    for i in range(n_c):
+        if out[i] < 0.0:
+            out[i] = 0.0
+
+
+cdef int _fit_neighbourhood(const double* Xc, const double* XT, Py_ssize_t n_c, Py_ssize_t d,
+                            Py_ssize_t q, const double* sq, Py_ssize_t seed, Py_ssize_t size,
+                            double* key, int64_t* idx, double* G, double* S, EigWork* ew,
+                            double* centre, double* F) noexcept nogil:
+    # the best-fit flat of the size rows nearest to row seed (ties: the lower row);
+    # key holds their squared distances to the seed row on return
+    cdef Py_ssize_t i, a, u
+    _rows_dot(XT, n_c, d, &Xc[seed * d], key)
+    for i in range(n_c):
+        key[i] = sq[i] - 2.0 * key[i] + sq[seed]
+        idx[i] = i
+    _smallest_first(key, idx, n_c, size)
+    for a in range(size):
+        for u in range(d):
+            G[a * d + u] = Xc[idx[a] * d + u]
+    return _fit_flat(G, size, d, q, S, ew, centre, F)
+
+
+cdef int _refit_clusters(const double* Xc, Py_ssize_t n_c, Py_ssize_t d, Py_ssize_t k,
+                         Py_ssize_t q, const int64_t* assign, const int64_t* changed,
+                         int64_t* counts, int64_t* order, double* G, double* S, EigWork* ew,
+                         double* Cc, double* Fc) noexcept nogil:
+    # refit every non-empty cluster m with changed[m] to its members (in row order);
+    # an empty one keeps its flat.  The LAPACK info of a failure, else 0.
+    cdef Py_ssize_t i, m, a, u, r0, r1, pos
+    cdef int info
+    for m in range(k + 1):
+        counts[m] = 0
+    for i in range(n_c):
+        counts[assign[i] + 1] += 1
+    for m in range(k):
+        counts[m + 1] += counts[m]
+    for i in range(n_c):                 # a counting sort: members in row order
+        pos = counts[assign[i]]
+        order[pos] = i
+        counts[assign[i]] = pos + 1
+    for m in range(k):                   # counts[m]: the end of cluster m
+        r0 = counts[m - 1] if m > 0 else 0
+        r1 = counts[m]
+        if not changed[m] or r1 == r0:
+            continue
+        for a in range(r1 - r0):
+            for u in range(d):
+                G[a * d + u] = Xc[order[r0 + a] * d + u]
+        info = _fit_flat(G, r1 - r0, d, q, S, ew, &Cc[m * d], &Fc[m * q * d])
+        if info != 0:
+            return info
+    return 0
+
+
+def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by class
+                    const int64_t[::1] starts,       # IN (C+1) class c: rows starts[c]:starts[c+1]
+                    const double[:, ::1] uniforms,   # IN (C, k) the seeding's draws in [0, 1)
+                    Py_ssize_t q,
+                    Py_ssize_t n_steps,              # at most this many Lloyd steps
+                    double[:, ::1] F,                # OUT (C*k*q, d) flat bases
+                    double[:, ::1] centres,          # OUT (C*k, d) flat centres
+                    int64_t[::1] steps,              # OUT (C) Lloyd assignments computed
+                    const unsigned char[::1] stop=None):
+    """The k q-flats of every class (see the header above): 0, or 1 when stopped."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], C = starts.shape[0] - 1
+    cdef Py_ssize_t k = uniforms.shape[1], n_max = 0, c, size, block = 256
+    cdef Py_ssize_t i, j, m, u, n_c, seed, drawn, step, best, r0, r1
+    cdef const double* Xc
+    cdef double* Fc
+    cdef double* Cc
+    cdef double total, run, target, s, v, bestv
+    cdef int info = 0, status = 0
+    cdef bint moved
+    cdef const unsigned char* flag = stop_pointer(stop)
+    cdef EigWork ew
+    # the work arrays, carved out of three blocks (see the allocation below)
+    cdef double_ptr S, sq, nearest, key, G, XT, scores, P, Q, B, cc
+    cdef int64_ptr idx, assign, order, counts, changed
+    cdef double* dbl = NULL
+    cdef int64_t* i64 = NULL
+    cdef int* i32 = NULL
+    cdef Py_ssize_t n_dbl, n_i64, n_i32
+    if C < 0 or starts.shape[0] < 1:
+        raise ValueError("starts must hold the C + 1 class boundaries")
+    if uniforms.shape[0] != C:
+        raise ValueError(f"uniforms has {uniforms.shape[0]} rows for {C} classes")
+    if k < 1 or q < 1 or q > d:
+        raise ValueError(f"k = {k}, q = {q}: need k >= 1 and 1 <= q <= d = {d}")
+    if F.shape[0] != C * k * q or F.shape[1] != d:
+        raise ValueError(f"F has shape ({F.shape[0]}, {F.shape[1]}), expected ({C * k * q}, {d})")
+    if centres.shape[0] != C * k or centres.shape[1] != d:
+        raise ValueError(f"centres has shape ({centres.shape[0]}, {centres.shape[1]}), "
+                         f"expected ({C * k}, {d})")
+    if steps.shape[0] != C:
+        raise ValueError(f"steps has {steps.shape[0]} entries for {C} classes")
+    if starts[0] != 0 or starts[C] != n:
+        raise ValueError(f"starts must run from 0 to n = {n}")
+    for c in range(C):
+        if starts[c + 1] <= starts[c]:
+            raise ValueError(f"class {c} has no rows")
+        n_max = max(n_max, starts[c + 1] - starts[c])
+    if C == 0:
+        return 0
+    # small scatters: all pairs by dsyev (QL/QR), faster there than dsyevr's bisection
+    # for the top q; workspaces above both routines' optima ((block + 6) d, 10 d)
+    ew.all_pairs = d <= ALL_PAIRS_MAX_DIM
+    ew.lwork = <int>(70 * d)
+    ew.liwork = <int>(10 * d)
+    n_dbl = (d * d + d + d * q + ew.lwork + 3 * n_max + 2 * n_max * d
+             + max(block * k, n_max) + block * k * q + block * k + k * q + k)
+    n_i64 = 3 * n_max + 2 * k + 1
+    n_i32 = 2 * d + ew.liwork
+    dbl = <double*>malloc(n_dbl * sizeof(double))
+    i64 = <int64_t*>malloc(n_i64 * sizeof(int64_t))
+    i32 = <int*>malloc(n_i32 * sizeof(int))
+    if dbl == NULL or i64 == NULL or i32 == NULL:
+        free(dbl)
+        free(i64)
+        free(i32)
+        raise MemoryError(f"k_flats_classes: cannot allocate the work arrays of {n_max} "
+                          f"rows x {d} dimensions ({8 * (n_dbl + n_i64) / 2 ** 20:.0f} MiB)")
+    S = dbl                                 # (d, d) scatter
+    ew.w = S + d * d                        # (d) eigenvalues
+    ew.z = ew.w + d                         # (d, q) dsyevr's eigenvectors
+    ew.work = ew.z + d * q
+    sq = ew.work + ew.lwork                 # (n_max) squared row norms
+    nearest = sq + n_max                    # (n_max) distance to the nearest seed flat
+    key = nearest + n_max                   # (n_max) distances to a seed / a flat
+    G = key + n_max                         # (n_max, d) the rows of one fit
+    XT = G + n_max * d                      # (d, n_max) the class's rows, feature-major
+    scores = XT + n_max * d                 # (block, k) Lloyd scores / (n_max) scratch
+    P = scores + max(block * k, n_max)      # flat_scores_rows' products
+    Q = P + block * k * q
+    B = Q + block * k
+    cc = B + k * q
+    idx = i64                               # (n_max) row ids by distance to a seed
+    assign = idx + n_max                    # (n_max) cluster of each row
+    order = assign + n_max                  # (n_max) rows by cluster
+    counts = order + n_max                  # (k + 1) cluster ends
+    changed = counts + k + 1                # (k) clusters to refit
+    ew.isuppz = i32
+    ew.iwork = i32 + 2 * d
+    try:
+        with nogil:
+            for c in range(C):
+                n_c = starts[c + 1] - starts[c]
+                Xc = &X[starts[c], 0]
+                Fc = &F[c * k * q, 0]
+                Cc = &centres[c * k, 0]
+                steps[c] = 0
+                for i in range(n_c):
+                    s = 0.0
+                    for u in range(d):
+                        s += Xc[i * d + u] * Xc[i * d + u]
+                        XT[u * n_c + i] = Xc[i * d + u]
+                    sq[i] = s
+                size = min(n_c, max(q + 1, (n_c + k - 1) // k))
+                # ---- seeding
+                for j in range(k):
+                    if stop_requested(flag):
+                        status = 1
+                        break
+                    seed = min(<Py_ssize_t>(uniforms[c, j] * n_c), n_c - 1)
+                    if j > 0:
+                        total = 0.0
+                        for i in range(n_c):
+                            total += nearest[i]
+                        if total > 0.0 and total < INFINITY:
+                            target = uniforms[c, j] * total
+                            run = 0.0
+                            drawn = 0
+                            for i in range(n_c):
+                                run += nearest[i]
+                                if run > target:
+                                    break
+                                drawn += 1
+                            seed = min(drawn, n_c - 1)
+                    info = _fit_neighbourhood(Xc, XT, n_c, d, q, sq, seed, size, key, idx, G,
+                                              S, &ew, &Cc[j * d], &Fc[j * q * d])
+                    if info != 0:
+                        status = 2
+                        break
+                    if j + 1 < k:
+                        # squared distances to the new flat; the nearest so far (plain
+                        # loops: one flat is too thin a product for dgemm's packing)
+                        _flat_distances(XT, sq, n_c, d, q, &Fc[j * q * d], &Cc[j * d], scores,
+                                        key)
+                        for i in range(n_c):
+                            v = key[i]
+                            if j == 0 or v < nearest[i]:
+                                nearest[i] = v
+                if status:
+                    break
+                # ---- Lloyd steps
+                for step in range(n_steps):
+                    if stop_requested(flag):
+                        status = 1
+                        break
+                    moved = False
+                    for m in range(k):
+                        changed[m] = step == 0
+                    r0 = 0
+                    while r0 < n_c:
+                        r1 = min(r0 + block, n_c)
+                        flat_scores_rows(&Xc[r0 * d], r1 - r0, d, Fc, Cc, k, q, scores,
+                                         block, P, Q, B, cc)
+                        for i in range(r1 - r0):
+                            best = 0
+                            bestv = scores[i * k]
+                            for m in range(1, k):
+                                if scores[i * k + m] > bestv:
+                                    bestv = scores[i * k + m]
+                                    best = m
+                            if step == 0:
+                                assign[r0 + i] = best
+                            elif best != assign[r0 + i]:
+                                changed[best] = 1
+                                changed[assign[r0 + i]] = 1
+                                assign[r0 + i] = best
+                                moved = True
+                        r0 = r1
+                    if step > 0 and not moved:
+                        break
+                    steps[c] += 1
+                    info = _refit_clusters(Xc, n_c, d, k, q, assign, changed, counts, order,
+                                           G, S, &ew, Cc, Fc)
+                    if info != 0:
+                        status = 2
+                        break
+                if status:
+                    break
+        if status == 2:
+            raise RuntimeError(f"k q-flats: LAPACK dsyevr failed ({info}) on a "
+                               f"{d} x {d} scatter")
+        return status
+    finally:
+        free(dbl)
+        free(i64)
+        free(i32)

@@ -47,7 +47,8 @@ from lcoding.core.options import SolverType, TrainParams
 from lcoding.core.messages import Messages, progress_line
 from lcoding.core.classes import group_classes
 from lcoding.core.params import KQParams
-from lcoding.core.threads import blas_threads, check_stop, map_threads
+from lcoding.core.threads import (STOP_FLAG, TrainingInterrupted, blas_threads, check_stop,
+                                  map_threads)
 from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
 
 FORMAT_VERSION = "1"
@@ -69,7 +70,13 @@ PASS_NAMES = {PASS_STOCHASTIC: "stochastic", PASS_SEMI_CURRENT: "semi-current",
               PASS_SEMI_STALE: "semi-stale"}
 
 LLOYD_STEPS = 10        # k-subspaces alternations (D-3: at most 10, stop when stable)
-SIDE_BY_SIDE_PADDING = 2.0   # k q-flats seed all classes at once while padding costs <= 2x
+# k q-flats (-s 41) training: at most 3 Lloyd steps after the k-means++-style seeds.
+# 3-fold CV of KQMetricsClassifier()'s options, three seeds, 3 steps against 10:
+# letter 2.63 / 2.62 %, usps 1.56 / 1.56 %, mnist (20 000 rows) 2.09 / 2.10 %; on
+# mnist the steps run to the cap (a few rows keep moving), 0.2 s each of a 2.1 s
+# restart.  The seeds already place the flats; the restarts' vote gains far more
+# (letter, 1 -> 5 restarts: 4.1 -> 2.6 %).
+FLATS_LLOYD_STEPS = 3
 SMALL_EIGH = 64         # eigenproblems up to this dimension: full, stacked (top_eigenvectors_stack)
 TRANSFORM_VALUES = 1 << 22   # dense values per preprocessing block (32 MB)
 GRAM_WORK = 1 << 24          # multiply-adds per block of the PCA's sparse gram (~0.06 s: scipy takes ~3.5 ns each)
@@ -419,50 +426,56 @@ def _reassign(scores: np.ndarray, assign):
 
 
 def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
-            n_steps: int = LLOYD_STEPS, seeding: str = "pp"):
-    """Representational k q-flats (affine, the paper's eq. 1) of the rows of X.
+            n_steps: int = LLOYD_STEPS, seeding: str = "pp", uniforms=None):
+    """Representational k q-flats (affine, the paper's eq. 1) of the rows of X, in
+    plain NumPy: the slow reference of the kernel :func:`_kq.k_flats_classes` (which
+    :func:`init_flats` runs), and the ``"random"`` seeding.
 
-    A flat is a centre c_j and q orthonormal rows F_j; the squared distance of x
-    to it is ``||x - c||^2 - ||F (x - c)||^2``.  Seeds: k random rows (``seeding=
+    A flat is a centre c and q orthonormal rows F; the squared distance of x to it
+    is ``||x - c||^2 - ||F (x - c)||^2``.  Seeds: k random rows (``seeding=
     "random"``, the paper's "neighborhoods of random points") or, k-means++ style
-    (``"pp"``), a uniform first row and every next one drawn with probability
-    proportional to its squared distance to the nearest flat so far; each seed is the
-    best-fit flat (mean, top-q principal directions of the centred points) of its
-    ``max(q + 1, ceil(n/k))`` nearest rows (Euclidean).  Lloyd steps: assign each
-    row to its nearest flat, refit each non-empty cluster, until the assignment
-    repeats (at most ``n_steps``).
+    (``"pp"``), with one uniform u_j per seed (``uniforms``, else k drawn from
+    ``rng``): row ``floor(u_0 n)`` first, then the row where u_j times the summed
+    squared distances to the nearest seed flat so far falls in their running sum;
+    each seed is the best-fit flat (mean, top-q principal directions of the centred
+    points) of its ``max(q + 1, ceil(n/k))`` nearest rows (Euclidean, the lower row
+    first on ties).  Lloyd steps: assign each row to its nearest flat, refit each
+    non-empty cluster, until the assignment repeats (at most ``n_steps``).
     Returns ``(F (k, q, d), centres (k, d), assignment (n,))``.
     """
     n, d = X.shape
     if n == 0:
         raise ValueError("k-flats needs at least one row")
+    if seeding not in ("random", "pp"):
+        raise ValueError(f"seeding must be 'random' or 'pp', got {seeding!r}")
     sq = np.einsum("ij,ij->i", X, X)
     size = min(n, max(q + 1, -(-n // k)))
     F = np.zeros((k, q, d))
     centres = np.zeros((k, d))
     scores = np.empty((n, k))
-
-    def fit(j, members):
-        centres[j] = members.mean(axis=0)
-        F[j] = top_subspace(members - centres[j], q)
-    if seeding not in ("random", "pp"):
-        raise ValueError(f"seeding must be 'random' or 'pp', got {seeding!r}")
-    nearest = np.full(n, np.inf)           # squared distance to the nearest seed flat
-    seeds = rng.choice(n, size=k, replace=n < k) if seeding == "random" else None
+    nearest = np.zeros(n)                  # squared distance to the nearest seed flat
+    if seeding == "random":
+        seeds = rng.choice(n, size=k, replace=n < k)
+    else:
+        seeds = None
+        u = rng.random(k) if uniforms is None else np.asarray(uniforms, dtype=np.float64)
     for j in range(k):
-        total = nearest.sum() if j else 0.0
         if seeds is not None:
             seed = seeds[j]
-        elif j == 0 or not total > 0 or not np.isfinite(total):
-            seed = rng.integers(n)
         else:
-            seed = rng.choice(n, p=nearest / total)
+            seed = min(int(u[j] * n), n - 1)
+            running = np.cumsum(nearest)
+            if j and running[-1] > 0 and np.isfinite(running[-1]):
+                seed = min(int(np.sum(running <= u[j] * running[-1])), n - 1)
         dist = sq - 2.0 * (X @ X[seed]) + sq[seed]
-        fit(j, X[np.argpartition(dist, size - 1)[:size]] if size < n else X)
+        members = X[np.argsort(dist, kind="stable")[:size]]
+        centres[j] = members.mean(axis=0)
+        F[j] = top_subspace(members - centres[j], q)
         if seeds is None:
             one = np.empty((n, 1))
             flat_scores(X, F[j], centres[j:j + 1], q, one)
-            np.minimum(nearest, np.maximum(-one[:, 0], 0.0), out=nearest)
+            dist = np.maximum(-one[:, 0], 0.0)
+            nearest = dist if j == 0 else np.minimum(nearest, dist)
 
     def all_scores():
         flat_scores(X, F.reshape(k * q, d), centres, q, scores)
@@ -833,132 +846,34 @@ def init_metrics(X, class_index, nr_class, k, q, rng) -> np.ndarray:
     return W
 
 
-def init_flats(X, class_index, nr_class, k, q, rng, seeding="pp", n_steps=LLOYD_STEPS):
+def init_flats(X, class_index, nr_class, k, q, rng, seeding="pp", n_steps=FLATS_LLOYD_STEPS):
     """((C*k*q, d) flat rows, (C*k, d) centres): the affine k q-flats of every class.
 
-    With the ``"pp"`` seeding, up to :data:`SMALL_EIGH` dimensions and classes of
-    similar sizes (:func:`classes_side_by_side`), all classes are seeded side by side
-    (:func:`seed_flats_side_by_side`) and their Lloyd steps refit every class's
-    changed flats in one stacked eigenproblem (:func:`lloyd_flats_side_by_side`);
-    otherwise (the ``"random"`` seeding, larger dimensions, very unequal classes)
-    :func:`k_flats` runs class by class."""
+    The ``"pp"`` seeding runs in the kernel :func:`_kq.k_flats_classes` (all classes,
+    one call; the class's uniforms are columns of one ``(k, C)`` draw), the
+    ``"random"`` one class by class in :func:`k_flats`."""
     d = X.shape[1]
-    if seeding == "pp" and d <= SMALL_EIGH and nr_class > 0:
-        members = [X[class_index == c] for c in range(nr_class)]
-        if classes_side_by_side([m.shape[0] for m in members]):
-            F, centres = seed_flats_side_by_side(members, k, q, rng)
-            lloyd_flats_side_by_side(members, F, centres, q, n_steps)
-            return F.reshape(nr_class * k * q, d), centres.reshape(nr_class * k, d)
-    W = np.empty((nr_class * k * q, X.shape[1]))
-    centres = np.empty((nr_class * k, X.shape[1]))
+    if seeding == "pp":
+        order = np.argsort(class_index, kind="stable")
+        grouped = np.ascontiguousarray(X[order], dtype=np.float64)
+        starts = np.zeros(nr_class + 1, dtype=np.int64)
+        starts[1:] = np.cumsum(np.bincount(class_index, minlength=nr_class))
+        uniforms = np.ascontiguousarray(rng.random((k, nr_class)).T)
+        W = np.empty((nr_class * k * q, d))
+        centres = np.empty((nr_class * k, d))
+        steps = np.empty(nr_class, dtype=np.int64)
+        if _kq.k_flats_classes(grouped, starts, uniforms, q, n_steps, W, centres, steps,
+                               stop=STOP_FLAG):
+            check_stop()
+            raise TrainingInterrupted("k q-flats stopped")
+        return W, centres
+    W = np.empty((nr_class * k * q, d))
+    centres = np.empty((nr_class * k, d))
     for c in range(nr_class):
         F, centres[c * k:(c + 1) * k], _ = k_flats(X[class_index == c], k, q, rng,
                                                     n_steps=n_steps, seeding=seeding)
         W[c * k * q:(c + 1) * k * q] = F.reshape(k * q, -1)
     return W, centres
-
-
-def classes_side_by_side(sizes) -> bool:
-    """Whether the classes' rows, padded to the largest class, take at most
-    :data:`SIDE_BY_SIDE_PADDING` times the rows themselves (letter: 1.05, mnist 1.12)."""
-    sizes = np.asarray(sizes)
-    return bool(sizes.size and sizes.min() > 0
-                and sizes.size * sizes.max() <= SIDE_BY_SIDE_PADDING * sizes.sum())
-
-
-def seed_flats_side_by_side(members: list, k: int, q: int, rng: np.random.Generator):
-    """The ``"pp"`` seeds of :func:`k_flats` for every class at once: ``(F (C, k, q, d),
-    centres (C, k, d))``.
-
-    Seed j of class c is row ``floor(u n_c)`` for the first (u uniform), else the row
-    where ``u`` times the class's summed squared distances to its nearest seed flat so
-    far falls in their running sum (k-means++ on flats); its flat is the best-fit
-    flat (mean, top-q principal directions) of its ``max(q + 1, ceil(n_c / k))``
-    nearest rows of the class.  One vector of C uniforms per seed; the classes are
-    padded to the largest, so each step is a few stacked array operations and one
-    stacked eigenproblem instead of C of each.
-
-    Why: class by class, letter's 26 x 32 seeds were 832 rounds of small NumPy calls
-    and eigenproblems, about 60 % of a k q-flats training."""
-    n_classes, d = len(members), members[0].shape[1]
-    sizes = np.array([m.shape[0] for m in members])
-    n_max = int(sizes.max())
-    valid = np.arange(n_max)[None, :] < sizes[:, None]                 # (C, n_max)
-    Xp = np.zeros((n_classes, n_max, d))
-    for c, m in enumerate(members):
-        Xp[c, :m.shape[0]] = m
-    sq = np.einsum("cnd,cnd->cn", Xp, Xp)
-    size = np.minimum(sizes, np.maximum(q + 1, -(-sizes // k)))           # (C,)
-    s_max = int(size.max())
-    take = np.arange(s_max)[None, :] < size[:, None]                    # (C, s_max)
-    F = np.zeros((n_classes, k, q, d))
-    centres = np.zeros((n_classes, k, d))
-    nearest = np.zeros((n_classes, n_max))   # squared distance to the nearest seed flat
-    at = np.arange(n_classes)
-    for j in range(k):
-        check_stop()
-        u = rng.random(n_classes)
-        seed = np.minimum((u * sizes).astype(np.int64), sizes - 1)
-        if j:
-            running = np.cumsum(nearest, axis=1)
-            total = running[:, -1]
-            drawn = np.sum(running <= (u * total)[:, None], axis=1)
-            usable = (total > 0) & np.isfinite(total)
-            seed = np.where(usable, np.minimum(drawn, sizes - 1), seed)
-        xs = Xp[at, seed]                                                  # (C, d)
-        dist = sq - 2.0 * np.einsum("cnd,cd->cn", Xp, xs) + sq[at, seed][:, None]
-        dist[~valid] = np.inf
-        order = np.argsort(dist, axis=1, kind="stable")[:, :s_max]
-        near = np.take_along_axis(Xp, order[:, :, None], axis=1)           # (C, s_max, d)
-        near *= take[:, :, None]
-        mean = near.sum(axis=1) / size[:, None]
-        centred = (near - mean[:, None, :]) * take[:, :, None]
-        F[:, j] = top_eigenvectors_stack(np.matmul(np.swapaxes(centred, 1, 2), centred), q)
-        centres[:, j] = mean
-        if j + 1 < k:
-            diff = Xp - mean[:, None, :]
-            proj = np.matmul(diff, np.swapaxes(F[:, j], 1, 2))               # (C, n_max, q)
-            flat_sq = np.einsum("cnd,cnd->cn", diff, diff) - np.einsum("cnq,cnq->cn", proj, proj)
-            flat_sq = np.where(valid, np.maximum(flat_sq, 0.0), 0.0)
-            nearest = flat_sq if j == 0 else np.minimum(nearest, flat_sq)
-    return F, centres
-
-
-def lloyd_flats_side_by_side(members: list, F: np.ndarray, centres: np.ndarray, q: int,
-                             n_steps: int = LLOYD_STEPS) -> None:
-    """:func:`k_flats`'s Lloyd steps for every class (``F`` (C, k, q, d) and
-    ``centres`` (C, k, d), updated in place), each class until its assignment repeats
-    (at most ``n_steps``), the changed flats of all classes refitted in one stacked
-    eigenproblem per step.  Each class gets the flats its own :func:`_lloyd` would
-    give, bit for bit (a stacked ``syevd`` gives every matrix the numbers it gets
-    alone)."""
-    n_classes, k, _, d = F.shape
-    assign = [None] * n_classes
-    live = list(range(n_classes))
-    for _ in range(n_steps):
-        if not live:
-            break
-        check_stop()
-        jobs = []
-        for c in live:
-            X = members[c]
-            scores = np.empty((X.shape[0], k))
-            flat_scores(X, F[c].reshape(k * q, d), centres[c], q, scores)
-            step = _reassign(scores, assign[c])
-            if step is None:
-                continue
-            assign[c], changed = step
-            fitted = _clusters_to_refit(assign[c], k, changed)
-            jobs.append((c, fitted, _cluster_scatters(X, assign[c], k, fitted, True)))
-        live = [c for c, _, _ in jobs]
-        where = [(c, j) for c, fitted, _ in jobs for j in fitted]
-        if not where:
-            continue
-        means, scatters = zip(*(fit for _, _, fits in jobs for fit in fits))
-        flats = top_eigenvectors_stack(np.array(scatters), q)
-        for (c, j), flat, mean in zip(where, flats, means):
-            F[c, j] = flat
-            centres[c, j] = mean
 
 
 def discriminative_passes(X, class_index, nr_class, W, params: TrainParams, rng,

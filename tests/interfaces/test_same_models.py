@@ -66,7 +66,7 @@ CONFIGS = {
     "kq_metrics": ("usps", "-s 40 -k 2 -Q 4 -l 20 -E 3 -S 25"),
     "kq_metrics_K3": ("usps", "-s 40 -k 2 -Q 4 -l 20 -K 3 -z 0.5 -E 2 -S 26"),
     "kq_flats": ("usps", "-s 41 -k 2 -Q 4 -y 1 -S 27"),
-    # after a PCA to 20 dimensions: all classes seeded side by side (kq.init_flats)
+    # after a PCA to 20 dimensions (k q-flats kernel, all-pairs eigensolver; kq_flats: dsyevr)
     "kq_flats_pca": ("usps", "-s 41 -k 3 -Q 4 -l 20 -Z 0 -y 1 -W 2 -S 28"),
     # kernel PCA map and invariant SVMs
     "kpca_map": ("usps", "-s 1 -t 2 -g 0.02 -X 100 -c 2 -S 28"),

@@ -196,6 +196,30 @@ def test_local_decision_values_match_numpy(rng, nr_w):
             np.testing.assert_array_equal(forced, out)
 
 
+@pytest.mark.parametrize("m", [9, 130, 5000])   # one or several bitset words; past the bitset
+def test_local_decision_values_one_column_orders_anchors_by_index(rng, m):
+    """One column (the row-major form) sums a row's anchors in increasing index --
+    through a bitset of the ids up to 4096 anchors, by insertion past it, and by
+    insertion for a row listing an anchor twice -- so it gives the bucketed form's
+    numbers bit for bit."""
+    n, d, k = 60, 5, 16
+    rows = as_rows(sp.random(n, d, density=0.6, random_state=3, format="csr"))
+    idx = np.array([rng.choice(m, size=k, replace=m < k) for _ in range(n)], dtype=np.int32)
+    idx[7, 3] = idx[7, 9]                # an anchor listed twice
+    wt = rng.random((n, k))
+    wt[4, :5] = 0.0
+    W = rng.normal(size=(m * (d + 1), 1))
+    out = {}
+    for by_row in (0, 1):
+        out[by_row] = np.empty((n, 1))
+        _knn.local_decision_values(rows.data, rows.indices, rows.indptr, idx, wt, W, d, 1.0,
+                                   out[by_row], 0, n, by_row)
+    np.testing.assert_array_equal(out[0], out[1])
+    Xd = np.hstack([rows.to_csr().toarray(), np.ones((n, 1))])
+    ref = np.einsum("ij,ijd,id->i", wt, W.reshape(m, d + 1)[idx], Xd)
+    np.testing.assert_allclose(out[1][:, 0], ref, rtol=1e-12, atol=1e-12)
+
+
 def test_local_decision_values_rejects_bad_anchor_index(rng):
     rows = as_rows(sp.random(5, 4, density=0.5, random_state=2, format="csr"))
     idx = np.zeros((5, 2), dtype=np.int32)

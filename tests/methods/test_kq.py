@@ -11,9 +11,7 @@ from lcoding.methods import _kq
 from lcoding.core.rows import as_rows
 from lcoding.methods import kq as kq_module
 from lcoding.methods.kq import (KQModel, KQPreprocess, class_scores, init_flats, k_flats,
-                                k_subspaces, lloyd_flats_side_by_side,
-                                seed_flats_side_by_side, select_kq_params, step_factors,
-                                violators)
+                                k_subspaces, select_kq_params, step_factors, violators)
 from lcoding.liblinearutil import predict as ll_predict, train as ll_train
 from lcoding.io.model_files import model_to_text, save_model_file
 from lcoding.training import load_model_file, model_from_text
@@ -98,80 +96,128 @@ def test_k_flats_recovers_known_affine_flats():
     np.testing.assert_allclose(Z.max(axis=1), 0, atol=1e-9)    # every point on its flat
 
 
-def reference_pp_seeds(members, k, q, rng):
-    """seed_flats_side_by_side, class by class in plain NumPy: one vector of
-    C uniforms per seed, the k-means++ draw on flats, the best-fit flat of the
-    seed's max(q + 1, ceil(n_c / k)) nearest rows."""
-    C, d = len(members), members[0].shape[1]
-    F, centres = np.zeros((C, k, q, d)), np.zeros((C, k, d))
-    nearest = [None] * C
-    for j in range(k):
-        u = rng.random(C)
-        for c, X in enumerate(members):
-            n = X.shape[0]
-            if j == 0 or not nearest[c].sum() > 0:
-                seed = min(int(u[c] * n), n - 1)
-            else:
-                running = np.cumsum(nearest[c])
-                seed = min(int(np.sum(running <= u[c] * running[-1])), n - 1)
-            size = min(n, max(q + 1, -(-n // k)))
-            near = X[np.argsort(((X - X[seed]) ** 2).sum(axis=1), kind="stable")[:size]]
-            centres[c, j] = near.mean(axis=0)
-            _, vecs = np.linalg.eigh((near - centres[c, j]).T @ (near - centres[c, j]))
-            F[c, j] = vecs[:, ::-1][:, :q].T
-            D = X - centres[c, j]
-            dist = np.maximum((D ** 2).sum(axis=1) - ((D @ F[c, j].T) ** 2).sum(axis=1), 0.0)
-            nearest[c] = dist if j == 0 else np.minimum(nearest[c], dist)
-    return F, centres
+def flats_of_reference(X, ci, n_classes, k, q, seed, n_steps=kq_module.FLATS_LLOYD_STEPS):
+    """init_flats' flats class by class in the NumPy reference k_flats, with the
+    uniforms init_flats draws: the columns of one (k, C) draw."""
+    U = np.random.default_rng(seed).random((k, n_classes)).T
+    out = []
+    for c in range(n_classes):
+        F, centres, assign = k_flats(X[ci == c], k, q, None, n_steps=n_steps, uniforms=U[c])
+        out.append((F, centres, assign))
+    return out
 
 
-def test_side_by_side_flats_seed_as_the_class_by_class_reference():
-    rng = np.random.default_rng(7)
-    members = [rng.standard_normal((n, 6)) * rng.uniform(0.5, 2.0, 6) for n in (90, 70, 85)]
-    F, centres = seed_flats_side_by_side(members, 5, 2, np.random.default_rng(3))
-    F_ref, centres_ref = reference_pp_seeds(members, 5, 2, np.random.default_rng(3))
-    np.testing.assert_allclose(centres, centres_ref, atol=1e-12)
-    # the same flats (a basis is defined up to signs)
-    P = np.einsum("ckqd,ckqe->ckde", F, F)
-    np.testing.assert_allclose(P, np.einsum("ckqd,ckqe->ckde", F_ref, F_ref), atol=1e-9)
+@pytest.mark.parametrize("sizes, d, k, q", [
+    ((60, 75, 40), 5, 4, 2),           # small classes of similar sizes
+    ((200, 20, 20), 4, 3, 2),          # very unequal classes
+    ((300, 280), 17, 8, 4),            # letter's dimensions
+    ((40, 50), kq_module.SMALL_EIGH + 6, 3, 2),   # above the all-pairs eigensolver
+    ((25, 25), 3, 2, 2),               # q = d - 1: planes in 3 dimensions
+])
+def test_flats_kernel_matches_the_numpy_reference(sizes, d, k, q):
+    """_kq.k_flats_classes (init_flats) gives each class the flats of the NumPy
+    reference k_flats: the same seeds, Lloyd steps and best-fit flats, to rounding
+    (the bases row for row: the same signs)."""
+    rng = np.random.default_rng(sum(sizes) + d)
+    X = np.vstack([rng.standard_normal((n, d)) * rng.uniform(0.5, 2.0, d) + rng.normal(0, 3, d)
+                   for n in sizes])
+    ci = np.repeat(np.arange(len(sizes)), sizes)
+    order = rng.permutation(X.shape[0])          # classes interleaved, as in a data file
+    X, ci = X[order], ci[order]
+    W, centres = init_flats(X, ci, len(sizes), k, q, np.random.default_rng(3))
+    for c, (F, cc, _) in enumerate(flats_of_reference(X, ci, len(sizes), k, q, 3)):
+        np.testing.assert_allclose(centres[c * k:(c + 1) * k], cc, atol=1e-10)
+        np.testing.assert_allclose(W[c * k * q:(c + 1) * k * q], F.reshape(k * q, d),
+                                   atol=1e-8)
 
 
-def test_side_by_side_lloyd_is_each_classes_own_bit_for_bit():
-    rng = np.random.default_rng(8)
-    members = [rng.standard_normal((n, 5)) for n in (60, 75, 40)]
-    F, centres = seed_flats_side_by_side(members, 4, 2, np.random.default_rng(1))
-    expected = []
-    for c, X in enumerate(members):
-        Fc, cc = F[c].copy(), centres[c].copy()
-        scores = np.empty((X.shape[0], 4))
+def test_flats_kernel_with_more_flats_than_rows():
+    """5 rows, 8 lines (q = 1) a class: the seeds repeat rows and clusters stay empty.
+    (Not compared with the reference: once rows lie on seed lines their distances
+    are rounding noise, which the k-means++ draw then follows.)  Every row lies on
+    a flat, every basis is a unit vector and every centre is finite."""
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((35, 3))
+    ci = np.repeat([0, 1], [5, 30])
+    W, centres = init_flats(X, ci, 2, 8, 1, np.random.default_rng(3))
+    np.testing.assert_allclose(np.linalg.norm(W, axis=1), 1.0, atol=1e-12)
+    assert np.isfinite(centres).all()
+    Z = np.empty((5, 8))
+    _kq.flat_scores(X[:5], W[:8], centres[:8], 1, Z)
+    np.testing.assert_allclose(Z.max(axis=1), 0.0, atol=1e-9)
+    # q = d: every flat is the whole space, every distance 0
+    W, centres = init_flats(X, ci, 2, 2, 3, np.random.default_rng(3))
+    for m in range(4):
+        np.testing.assert_allclose(W[3 * m:3 * m + 3] @ W[3 * m:3 * m + 3].T, np.eye(3),
+                                   atol=1e-12)
 
-        def all_scores():
-            kq_module.flat_scores(X, Fc.reshape(8, 5), cc, 2, scores)
-            return scores
 
-        def refit(assign, changed):
-            kq_module._refit_subspaces(X, assign, 4, 2, Fc, cc, changed)
-        kq_module._lloyd(X, kq_module.LLOYD_STEPS, all_scores, refit)
-        expected.append((Fc, cc))
-    lloyd_flats_side_by_side(members, F, centres, 2)
-    for c, (Fc, cc) in enumerate(expected):
-        assert np.array_equal(F[c], Fc) and np.array_equal(centres[c], cc)
+def test_flats_kernel_steps_and_orthonormal_bases():
+    rng = np.random.default_rng(4)
+    X = rng.standard_normal((400, 6))
+    starts = np.array([0, 150, 400], dtype=np.int64)
+    U = rng.random((2, 5))
+    F, centres = np.empty((2 * 5 * 2, 6)), np.empty((10, 6))
+    steps = np.empty(2, dtype=np.int64)
+    assert _kq.k_flats_classes(X, starts, U, 2, 10, F, centres, steps) == 0
+    assert np.all((steps >= 1) & (steps <= 10))
+    G = F.reshape(10, 2, 6)
+    np.testing.assert_allclose(G @ G.transpose(0, 2, 1), np.broadcast_to(np.eye(2), (10, 2, 2)),
+                               atol=1e-12)
+    # the largest-magnitude entry of every basis row is positive
+    assert np.all(F[np.arange(20), np.argmax(np.abs(F), axis=1)] > 0)
+    # no Lloyd step: the seed flats alone, as the reference gives them
+    for c, rows in enumerate((X[:150], X[150:])):
+        F0, c0, _ = k_flats(rows, 5, 2, None, n_steps=0, uniforms=U[c])
+        _kq.k_flats_classes(X, starts, U, 2, 0, F, centres, steps)
+        np.testing.assert_allclose(centres[c * 5:(c + 1) * 5], c0, atol=1e-12)
+    assert np.all(steps == 0)
 
 
-def test_init_flats_class_by_class_where_side_by_side_does_not_apply():
-    """Very unequal classes (padding > 2x), the random seeding and more than
-    SMALL_EIGH dimensions keep k_flats class by class, as before."""
+def test_flats_kernel_rejects_bad_arguments():
+    X = np.zeros((10, 3))
+    F, centres, steps = np.empty((4, 3)), np.empty((2, 3)), np.empty(1, dtype=np.int64)
+    starts = np.array([0, 10], dtype=np.int64)
+    U = np.full((1, 2), 0.5)
+    with pytest.raises(ValueError, match="q = 4"):
+        _kq.k_flats_classes(X, starts, U, 4, 1, np.empty((8, 3)), centres, steps)
+    with pytest.raises(ValueError, match="no rows"):
+        _kq.k_flats_classes(X, np.array([0, 0, 10], dtype=np.int64), np.full((2, 2), 0.5), 2,
+                            1, np.empty((8, 3)), np.empty((4, 3)), np.empty(2, dtype=np.int64))
+    with pytest.raises(ValueError, match="from 0 to n"):
+        _kq.k_flats_classes(X, np.array([0, 9], dtype=np.int64), U, 2, 1, F, centres, steps)
+    with pytest.raises(ValueError, match="F has shape"):
+        _kq.k_flats_classes(X, starts, U, 2, 1, np.empty((5, 3)), centres, steps)
+
+
+def test_flats_kernel_stops_on_ctrl_c():
+    """A stop request (Ctrl-C) ends the kernel at the next seed or Lloyd step and
+    training raises TrainingInterrupted instead of returning half-fitted flats."""
+    from lcoding.core import threads
+    X = np.random.default_rng(0).normal(size=(3000, 8))
+    ci = np.repeat(np.arange(3), 1000)
+    threads._request_stop()
+    try:
+        with pytest.raises(threads.TrainingInterrupted):
+            init_flats(X, ci, 3, 16, 2, np.random.default_rng(1))
+    finally:
+        threads._clear_stop()
+
+
+def test_init_flats_random_seeding_runs_class_by_class():
+    """The paper's random seeding keeps k_flats class by class (one rng, in class
+    order)."""
     rng = np.random.default_rng(9)
-    for sizes, d, seeding in (((200, 20, 20), 4, "pp"), ((40, 50), 4, "random"),
-                              ((40, 50), kq_module.SMALL_EIGH + 1, "pp")):
-        X = rng.standard_normal((sum(sizes), d))
-        ci = np.repeat(np.arange(len(sizes)), sizes)
-        W, centres = init_flats(X, ci, len(sizes), 3, 2, np.random.default_rng(4), seeding)
-        gen = np.random.default_rng(4)
-        for c in range(len(sizes)):
-            F, cc, _ = k_flats(X[ci == c], 3, 2, gen, seeding=seeding)
-            assert np.array_equal(W[c * 6:(c + 1) * 6], F.reshape(6, d))
-            assert np.array_equal(centres[c * 3:(c + 1) * 3], cc)
+    sizes, d = (40, 50), 4
+    X = rng.standard_normal((sum(sizes), d))
+    ci = np.repeat(np.arange(len(sizes)), sizes)
+    W, centres = init_flats(X, ci, len(sizes), 3, 2, np.random.default_rng(4), "random")
+    gen = np.random.default_rng(4)
+    for c in range(len(sizes)):
+        F, cc, _ = k_flats(X[ci == c], 3, 2, gen, n_steps=kq_module.FLATS_LLOYD_STEPS,
+                           seeding="random")
+        assert np.array_equal(W[c * 6:(c + 1) * 6], F.reshape(6, d))
+        assert np.array_equal(centres[c * 3:(c + 1) * 3], cc)
 
 
 def test_flat_scores_match_definition():
