@@ -231,7 +231,11 @@ def run(name: str, models, budget: float, grid_rows: int, n_threads: int, out: P
 
 # ------------------------------------------------------------------ table
 def _ratio(x: float) -> str:
-    return f"{x:.0f}x" if x >= 100 else f"{x:.2g}x"
+    # one decimal from 10 to 100, so that a ratio just under a 10x or 100x target
+    # (99.6) does not print as the target ("1e+02x" with two significant digits)
+    if x >= 100:
+        return f"{x:.0f}x"
+    return f"{x:.1f}x" if x >= 10 else f"{x:.2g}x"
 
 
 def table(src: Path, dst: Path) -> None:
