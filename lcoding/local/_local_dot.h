@@ -200,6 +200,54 @@ static void lcoding_local_dot_bucket(const double *X_data, const int *X_indices,
  * row_start..row_stop-1 must be zero on entry; order is k ints of scratch.
  * ijcnn1's binary LL-SVM (100 anchors, k = 8): 6.8 ms per 50 000 rows against 31 ms
  * bucketed (the measurements are in _knn.local_decision_values' notes). */
+/* order[0:m] <- the positions j of a row's anchors with a nonzero weight, in
+ * increasing anchor id; returns m.  Up to LCODING_LOCAL_DOT_BITSET_ANCHORS anchors
+ * (n_words > 0) through a bitset of the ids (n_words 64-bit words, all zero between
+ * rows, left zero) and slot[id] = j: no data-dependent branches, where an insertion
+ * sort mispredicts (ijcnn1, k = 16 of 200 anchors: 0.13 of 1.29 us a row).  Past
+ * that, or for a row that lists an anchor twice, the insertion sort. */
+static inline intptr_t lcoding_anchor_order(const int *ai, const double *gi, intptr_t k,
+                                            intptr_t *order, uint64_t *seen,
+                                            intptr_t *slot, intptr_t n_words)
+{
+    intptr_t j, t, m = 0;
+    if (n_words > 0) {
+        intptr_t nz = 0, w, lo = n_words, hi = -1;
+        for (j = 0; j < k; ++j) {
+            if (gi[j] == 0.0)
+                continue;
+            w = ai[j] >> 6;
+            seen[w] |= (uint64_t)1 << (ai[j] & 63);
+            slot[ai[j]] = j;
+            lo = w < lo ? w : lo;
+            hi = w > hi ? w : hi;
+            ++nz;
+        }
+        for (w = lo; w <= hi; ++w) {
+            uint64_t bits = seen[w];
+            seen[w] = 0;
+            while (bits) {
+                order[m++] = slot[w * 64 + lcoding_ctz64(bits)];
+                bits &= bits - 1;
+            }
+        }
+        if (m == nz)
+            return m;
+        m = 0;          /* an anchor listed twice */
+    }
+    for (j = 0; j < k; ++j) {
+        if (gi[j] == 0.0)
+            continue;
+        t = m++;
+        while (t > 0 && ai[order[t - 1]] > ai[j]) {
+            order[t] = order[t - 1];
+            --t;
+        }
+        order[t] = j;
+    }
+    return m;
+}
+
 LCODING_MULTIVERSION
 static void lcoding_local_dot_by_row(const double *X_data, const int *X_indices,
                                      const int64_t *X_indptr, const int *anchor_idx,
@@ -210,95 +258,47 @@ static void lcoding_local_dot_by_row(const double *X_data, const int *X_indices,
                                      intptr_t *slot, intptr_t n_words)
 {
     double acc[LCODING_LOCAL_DOT_MAX_W];
+    const double *wt[LCODING_LOCAL_DOT_MAX_W];
     const intptr_t stride = nr_feature + (bias >= 0 ? 1 : 0);
-    intptr_t i, j, t, m, c, c0, nc;
+    intptr_t i, t, t0, nt, m, c, c0, nc;
     int64_t p;
     for (i = row_start; i < row_stop; ++i) {
         const int *ai = anchor_idx + i * k;
         const double *gi = coding_weight + i * k;
         double *o = out + i * nr_w;
-        m = 0;
-        if (n_words > 0) {
-            /* the anchors in increasing index through a bitset of the anchor ids
-             * (n_words 64-bit words, all zero between rows) and slot[id] = j: no
-             * data-dependent branches, where the insertion sort below mispredicted
-             * (ijcnn1, k = 16 of 200 anchors: 0.13 of 1.29 us a row) */
-            intptr_t nz = 0, w, lo = n_words, hi = -1;
-            for (j = 0; j < k; ++j) {
-                if (gi[j] == 0.0)
-                    continue;
-                w = ai[j] >> 6;
-                seen[w] |= (uint64_t)1 << (ai[j] & 63);
-                slot[ai[j]] = j;
-                lo = w < lo ? w : lo;
-                hi = w > hi ? w : hi;
-                ++nz;
-            }
-            for (w = lo; w <= hi; ++w) {
-                uint64_t bits = seen[w];
-                seen[w] = 0;
-                while (bits) {
-                    order[m++] = slot[w * 64 + lcoding_ctz64(bits)];
-                    bits &= bits - 1;
+        m = lcoding_anchor_order(ai, gi, k, order, seen, slot, n_words);
+        if (nr_w == 1) {
+            /* one column: up to LCODING_LOCAL_DOT_MAX_W anchors' sums side by side,
+             * each over the row's nonzeros in order, then the bias (the bucketed
+             * form's order, so the same bits), added to the row's value in anchor
+             * order: independent chains instead of one chain of m * nnz dependent
+             * additions (ijcnn1, k = 16: the chain's add latency was most of it) */
+            for (t0 = 0; t0 < m; t0 += LCODING_LOCAL_DOT_MAX_W) {
+                nt = m - t0 < LCODING_LOCAL_DOT_MAX_W ? m - t0 : LCODING_LOCAL_DOT_MAX_W;
+                for (t = 0; t < nt; ++t) {
+                    wt[t] = W + (intptr_t)ai[order[t0 + t]] * stride;
+                    acc[t] = 0.0;
                 }
-            }
-            if (m != nz)
-                m = 0;      /* an anchor listed twice: the insertion sort below */
-            else
-                goto sorted;
-        }
-        for (j = 0; j < k; ++j) {
-            if (gi[j] == 0.0)
-                continue;
-            t = m++;
-            while (t > 0 && ai[order[t - 1]] > ai[j]) {
-                order[t] = order[t - 1];
-                --t;
-            }
-            order[t] = j;
-        }
-    sorted:
-        if (nr_w == 1 && m <= LCODING_LOCAL_DOT_MAX_W) {
-            /* one column: the m anchors' sums side by side, each over the row's
-             * nonzeros in the same order as below (so the same bits), but m independent
-             * chains instead of one chain of m * nnz dependent additions (ijcnn1, k =
-             * 16: the chain's add latency was most of the loop) */
-            const double *wt[LCODING_LOCAL_DOT_MAX_W];
-            for (t = 0; t < m; ++t) {
-                wt[t] = W + (intptr_t)ai[order[t]] * stride;
-                acc[t] = 0.0;
-            }
-            for (p = X_indptr[i]; p < X_indptr[i + 1]; ++p) {
-                const intptr_t col = X_indices[p];
-                if (col < nr_feature) {
-                    const double xv = X_data[p];
-                    for (t = 0; t < m; ++t)
-                        acc[t] += xv * wt[t][col];
+                for (p = X_indptr[i]; p < X_indptr[i + 1]; ++p) {
+                    const intptr_t col = X_indices[p];
+                    if (col < nr_feature) {
+                        const double xv = X_data[p];
+                        for (t = 0; t < nt; ++t)
+                            acc[t] += xv * wt[t][col];
+                    }
                 }
-            }
-            for (t = 0; t < m; ++t) {
-                double a1 = acc[t];
-                if (bias >= 0)
-                    a1 += bias * wt[t][nr_feature];
-                o[0] += gi[order[t]] * a1;
+                for (t = 0; t < nt; ++t) {
+                    double a1 = acc[t];
+                    if (bias >= 0)
+                        a1 += bias * wt[t][nr_feature];
+                    o[0] += gi[order[t0 + t]] * a1;
+                }
             }
             continue;
         }
         for (t = 0; t < m; ++t) {
             const double g = gi[order[t]];
             const double *wa = W + (intptr_t)ai[order[t]] * stride * nr_w;
-            if (nr_w == 1) {
-                double a1 = 0.0;
-                for (p = X_indptr[i]; p < X_indptr[i + 1]; ++p) {
-                    intptr_t col = X_indices[p];
-                    if (col < nr_feature)
-                        a1 += X_data[p] * wa[col];
-                }
-                if (bias >= 0)
-                    a1 += bias * wa[nr_feature];
-                o[0] += g * a1;
-                continue;
-            }
             for (c0 = 0; c0 < nr_w; c0 += LCODING_LOCAL_DOT_MAX_W) {
                 nc = nr_w - c0 < LCODING_LOCAL_DOT_MAX_W ? nr_w - c0 : LCODING_LOCAL_DOT_MAX_W;
                 lcoding_local_dot_acc(X_data, X_indices, X_indptr[i], X_indptr[i + 1], wa,

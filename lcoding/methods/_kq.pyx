@@ -532,7 +532,7 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
     """The k q-flats of every class (see the header above): 0, or 1 when stopped."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1], C = starts.shape[0] - 1
     cdef Py_ssize_t k = uniforms.shape[1], n_max = 0, c, size, block = 256
-    cdef Py_ssize_t i, j, m, u, n_c, seed, drawn, step, best, r0, r1
+    cdef Py_ssize_t i, j, m, u, n_c, seed, drawn, step, best
     cdef const double* Xc
     cdef double* Fc
     cdef double* Cc
@@ -575,7 +575,7 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
     ew.lwork = <int>(70 * d)
     ew.liwork = <int>(10 * d)
     n_dbl = (d * d + d + d * q + ew.lwork + 3 * n_max + 2 * n_max * d
-             + max(block * k, n_max) + block * k * q + block * k + k * q + k)
+             + n_max * k + block * k * q + block * k + k * q + k)
     n_i64 = 3 * n_max + 2 * k + 1
     n_i32 = 2 * d + ew.liwork
     dbl = <double*>malloc(n_dbl * sizeof(double))
@@ -596,8 +596,8 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
     key = nearest + n_max                   # (n_max) distances to a seed / a flat
     G = key + n_max                         # (n_max, d) the rows of one fit
     XT = G + n_max * d                      # (d, n_max) the class's rows, feature-major
-    scores = XT + n_max * d                 # (block, k) Lloyd scores / (n_max) scratch
-    P = scores + max(block * k, n_max)      # flat_scores_rows' products
+    scores = XT + n_max * d                 # (n_max, k) Lloyd scores / (n_max) scratch
+    P = scores + n_max * k                  # flat_scores_rows' products
     Q = P + block * k * q
     B = Q + block * k
     cc = B + k * q
@@ -667,26 +667,23 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
                     moved = False
                     for m in range(k):
                         changed[m] = step == 0
-                    r0 = 0
-                    while r0 < n_c:
-                        r1 = min(r0 + block, n_c)
-                        flat_scores_rows(&Xc[r0 * d], r1 - r0, d, Fc, Cc, k, q, scores,
-                                         block, P, Q, B, cc)
-                        for i in range(r1 - r0):
-                            best = 0
-                            bestv = scores[i * k]
-                            for m in range(1, k):
-                                if scores[i * k + m] > bestv:
-                                    bestv = scores[i * k + m]
-                                    best = m
-                            if step == 0:
-                                assign[r0 + i] = best
-                            elif best != assign[r0 + i]:
-                                changed[best] = 1
-                                changed[assign[r0 + i]] = 1
-                                assign[r0 + i] = best
-                                moved = True
-                        r0 = r1
+                    # all the class's scores in one call: the flats' offsets F_m c_m
+                    # once a step, the rows in blocks inside
+                    flat_scores_rows(Xc, n_c, d, Fc, Cc, k, q, scores, block, P, Q, B, cc)
+                    for i in range(n_c):
+                        best = 0
+                        bestv = scores[i * k]
+                        for m in range(1, k):
+                            if scores[i * k + m] > bestv:
+                                bestv = scores[i * k + m]
+                                best = m
+                        if step == 0:
+                            assign[i] = best
+                        elif best != assign[i]:
+                            changed[best] = 1
+                            changed[assign[i]] = 1
+                            assign[i] = best
+                            moved = True
                     if step > 0 and not moved:
                         break
                     steps[c] += 1

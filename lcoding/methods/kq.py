@@ -335,20 +335,15 @@ def _cluster_scatters(X: np.ndarray, assign: np.ndarray, k: int, clusters: np.nd
         yield mean, members.T @ members
 
 
-def _clusters_to_refit(assign: np.ndarray, k: int, changed) -> np.ndarray:
-    """The non-empty clusters among ``changed`` (None: all); an empty one keeps its
-    model."""
-    live = np.flatnonzero(np.bincount(assign, minlength=k))
-    return live if changed is None else np.intersect1d(live, changed)
-
-
 def _refit_subspaces(X, assign, k, q, F, centres=None, changed=None) -> None:
     """Refit the q-subspace (``centres`` given: the mean and the top-q principal
     directions around it) of every non-empty cluster in ``changed`` (None: all) in
     place; an empty one keeps its model.  Small dimensions stack the eigenproblems
     (:func:`top_eigenvectors_stack`); larger ones solve them one by one, only the q
     wanted pairs each (a stack of 784 x 784 scatters would not fit)."""
-    live = _clusters_to_refit(assign, k, changed)
+    live = np.flatnonzero(np.bincount(assign, minlength=k))
+    if changed is not None:
+        live = np.intersect1d(live, changed)
     fits = _cluster_scatters(X, assign, k, live, centres is not None)
     if X.shape[1] > SMALL_EIGH:
         for j, (mean, scatter) in zip(live, fits):
@@ -403,26 +398,20 @@ def _lloyd(X: np.ndarray, n_steps: int, scores, refit) -> np.ndarray:
     assign = None
     for _ in range(n_steps):
         check_stop()
-        step = _reassign(scores(), assign)
-        if step is None:
-            break
-        assign, changed = step
+        new = np.argmax(scores(), axis=1)
+        if assign is None:
+            changed = None
+        else:
+            moved = new != assign
+            if not moved.any():
+                break
+            # only the clusters a row left or joined: the others have the same members
+            # in the same order, hence the same model (bit for bit); after the first
+            # steps most clusters keep theirs
+            changed = np.union1d(new[moved], assign[moved])
+        assign = new
         refit(assign, changed)
     return assign
-
-
-def _reassign(scores: np.ndarray, assign):
-    """One Lloyd assignment: ``(new assignment, clusters to refit)`` -- None: all, at
-    the first step -- or None when the assignment repeats.  Only the clusters a row
-    left or joined are refitted: the others have the same members in the same order,
-    hence the same model (bit for bit); after the first steps most keep theirs."""
-    new = np.argmax(scores, axis=1)
-    if assign is None:
-        return new, None
-    moved = new != assign
-    if not moved.any():
-        return None
-    return new, np.union1d(new[moved], assign[moved])
 
 
 def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,

@@ -196,13 +196,15 @@ def test_local_decision_values_match_numpy(rng, nr_w):
             np.testing.assert_array_equal(forced, out)
 
 
-@pytest.mark.parametrize("m", [9, 130, 5000])   # one or several bitset words; past the bitset
-def test_local_decision_values_one_column_orders_anchors_by_index(rng, m):
+@pytest.mark.parametrize("m, k", [(9, 16), (130, 16),   # one or several bitset words
+                                  (5000, 16),            # past the bitset
+                                  (300, 70)])            # more anchors a row than one chunk
+def test_local_decision_values_one_column_orders_anchors_by_index(rng, m, k):
     """One column (the row-major form) sums a row's anchors in increasing index --
     through a bitset of the ids up to 4096 anchors, by insertion past it, and by
     insertion for a row listing an anchor twice -- so it gives the bucketed form's
     numbers bit for bit."""
-    n, d, k = 60, 5, 16
+    n, d = 60, 5
     rows = as_rows(sp.random(n, d, density=0.6, random_state=3, format="csr"))
     idx = np.array([rng.choice(m, size=k, replace=m < k) for _ in range(n)], dtype=np.int32)
     idx[7, 3] = idx[7, 9]                # an anchor listed twice
