@@ -84,6 +84,7 @@ class InvarianceWarning(UserWarning):
 
 
 # ----------------------------------------------------------------------------- kernels
+RBF_KERNEL = 2            # -t 2
 @dataclasses.dataclass(frozen=True)
 class Kernel:
     """A LIBSVM kernel (``-t -d -g -r``) with a resolved ``gamma``."""
@@ -383,7 +384,11 @@ class KernelExpansionModel(Model):
             part = rows if rows.n_rows <= PREDICT_BATCH else \
                 rows.take(np.arange(start, min(rows.n_rows, start + PREDICT_BATCH)))
             block = self.kernel.matrix(part, self.points, self._points_sq)
-            bad = ~np.isfinite(block).all(axis=1)
+            # RBF values lie in [0, 1] or are NaN (a row whose squared norm overflows):
+            # a row's sum is finite exactly when its values are, one pass instead of
+            # the mask's two (5 % of magic04's prediction)
+            bad = ~np.isfinite(block.sum(axis=1) if self.kernel.kernel_type == RBF_KERNEL
+                               else block).reshape(block.shape[0], -1).all(axis=1)
             if bad.any():
                 # a polynomial or linear kernel of a row near the float limit: sums of
                 # its infinite kernel values would be inf - inf = NaN
