@@ -349,3 +349,21 @@ def test_anchor_nn_is_checked(rng):
         _knn.knn_code(*args, np.zeros((10, 2), dtype=np.int32))
     with pytest.raises(ValueError, match="not an anchor id"):
         _knn.knn_code(*args, np.full((10, 3), 10, dtype=np.int32))
+
+
+@pytest.mark.parametrize("m", [0, 1, 3, 4, 5, 8, 17, 64, 203])
+def test_the_bound_admits_the_same_ids_on_both_paths(m):
+    """_admit.h: the AVX2 compaction (a 4-bit mask's table of positions) and the scalar
+    loop list exactly the ids within the bound, in order -- ties on the bound, NaN
+    (never admitted) and every tail length of the 4-wide blocks."""
+    rng = np.random.default_rng(m)
+    dist = rng.random(m)
+    if m > 4:
+        dist[::3] = 0.5                  # distances equal to the bound
+        dist[1] = np.nan
+    for t in (-1.0, 0.0, 0.25, 0.5, 0.75, 2.0):
+        want = np.flatnonzero(dist <= t)
+        for path in (0, 1):
+            np.testing.assert_array_equal(_knn.admitted_ids(dist, t, path), want)
+    with pytest.raises(ValueError, match="path"):
+        _knn.admitted_ids(dist, 0.5, 2)
