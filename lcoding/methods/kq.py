@@ -724,11 +724,15 @@ def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int,
                  centres: np.ndarray | None = None) -> np.ndarray:
     """(n, nr_class) ``max_j ||F_ij x||^2`` for metric rows W (C*k*q, d); with flat
     ``centres`` (C*k, d): ``max_j -dist(x, flat_ij)^2`` (W orthonormal per flat)."""
+    if centres is not None:
+        out = np.empty((X.shape[0], nr_class))
+        step = _row_chunk(W.shape[0] + centres.shape[0], X.shape[1])
+        for a in range(0, X.shape[0], step):
+            check_stop()
+            _kq.flat_class_scores(X[a:a + step], W, centres, q, k, out[a:a + step])
+        return out
     Z = np.empty((X.shape[0], nr_class * k))
-    if centres is None:
-        metric_norms(X, W, q, Z)
-    else:
-        flat_scores(X, W, centres, q, Z)
+    metric_norms(X, W, q, Z)
     return Z.reshape(X.shape[0], nr_class, k).max(axis=2)
 
 

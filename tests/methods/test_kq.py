@@ -236,6 +236,31 @@ def test_flat_scores_match_definition():
         _kq.flat_scores(X, W, centres[:3], 3, Z)
 
 
+def test_class_scores_of_flats_are_the_max_of_their_flat_scores():
+    """_kq.flat_class_scores reduces each class's k flat scores in the kernel: the same
+    numbers as flat_scores followed by NumPy's max (bit for bit), over several row
+    blocks and chunks, and a NaN score makes its class's NaN (as NumPy's max)."""
+    rng = np.random.default_rng(5)
+    C, k, q, d = 3, 4, 2, 6
+    X = rng.standard_normal((700, d))
+    W = rng.standard_normal((C * k * q, d))
+    centres = rng.standard_normal((C * k, d))
+    Z = np.empty((700, C * k))
+    _kq.flat_scores(X, W, centres, q, Z)
+    want = Z.reshape(700, C, k).max(axis=2)
+    out = np.empty((700, C))
+    _kq.flat_class_scores(X, W, centres, q, k, out)
+    np.testing.assert_array_equal(out, want)
+    np.testing.assert_array_equal(class_scores(X, W, C, k, q, centres), want)
+    X[5, 0] = np.nan
+    _kq.flat_class_scores(X, W, centres, q, k, out)
+    assert np.isnan(out[5]).all() and not np.isnan(out[[4, 6]]).any()
+    with pytest.raises(ValueError, match="multiple of k"):
+        _kq.flat_class_scores(X, W, centres, q, 5, out)
+    with pytest.raises(ValueError, match="out has shape"):
+        _kq.flat_class_scores(X, W, centres, q, k, np.empty((700, 2)))
+
+
 def test_affine_flats_classify_offset_flats_perfectly():
     """Parallel flats c + span(B) and -c + span(B): mirror images with the same
     uncentred scatter, so subspaces through the origin cannot tell them apart."""
