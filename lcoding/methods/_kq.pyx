@@ -96,44 +96,9 @@ def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
                 Py_ssize_t block=256):
     """Affine flats: out[r, m] = ||F_m (x_r - c_m)||^2 - ||x_r - c_m||^2, i.e. minus the
     squared distance of x_r to the flat c_m + span(F_m) when F_m has orthonormal rows
-    (the largest score is the nearest flat).  Two dgemm per block of rows."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], mq = W.shape[0]
-    cdef Py_ssize_t M
-    cdef double* P = NULL
-    cdef double* Q = NULL
-    cdef double* B = NULL
-    cdef double* cc = NULL
-    if q < 1 or mq % q != 0:
-        raise ValueError(f"flat rows ({mq}) are not a multiple of q = {q}")
-    M = mq // q
-    if W.shape[1] != d or centres.shape[1] != d:
-        raise ValueError(f"flats have {W.shape[1]} / centres {centres.shape[1]} columns, the "
-                         f"rows have {d}")
-    if centres.shape[0] != M:
-        raise ValueError(f"{centres.shape[0]} centres for {M} flats")
-    if out.shape[0] != n or out.shape[1] != M:
-        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected ({n}, {M})")
-    if n == 0 or M == 0:
-        return
-    P = <double*>malloc(block * mq * sizeof(double))
-    Q = <double*>malloc(block * M * sizeof(double))
-    B = <double*>malloc(mq * sizeof(double))
-    cc = <double*>malloc(M * sizeof(double))
-    if P == NULL or Q == NULL or B == NULL or cc == NULL:
-        free(P)
-        free(Q)
-        free(B)
-        free(cc)
-        raise MemoryError("flat_scores: cannot allocate the product blocks")
-    try:
-        with nogil:
-            flat_scores_rows(&X[0, 0], n, d, &W[0, 0], &centres[0, 0], M, q, &out[0, 0],
-                             block, P, Q, B, cc)
-    finally:
-        free(P)
-        free(Q)
-        free(B)
-        free(cc)
+    (the largest score is the nearest flat).  Two dgemm per block of rows
+    (:func:`flat_class_scores` with one flat a class)."""
+    flat_class_scores(X, W, centres, q, 1, out, block)
 
 
 def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
@@ -173,7 +138,8 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
         raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected ({n}, {C})")
     if n == 0 or C == 0:
         return
-    S = <double*>malloc(block * M * sizeof(double))
+    # one flat a class (flat_scores): the scores go straight to out
+    S = <double*>malloc((block * M if k > 1 else 1) * sizeof(double))
     P = <double*>malloc(block * mq * sizeof(double))
     Q = <double*>malloc(block * M * sizeof(double))
     B = <double*>malloc(mq * sizeof(double))
@@ -190,6 +156,11 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
             r0 = 0
             while r0 < n:
                 r1 = min(r0 + block, n)
+                if k == 1:
+                    flat_scores_rows(&X[r0, 0], r1 - r0, d, &W[0, 0], &centres[0, 0], M, q,
+                                     &out[r0, 0], block, P, Q, B, cc)
+                    r0 = r1
+                    continue
                 flat_scores_rows(&X[r0, 0], r1 - r0, d, &W[0, 0], &centres[0, 0], M, q, S,
                                  block, P, Q, B, cc)
                 for i in range(r1 - r0):
