@@ -3,8 +3,8 @@
  *
  * Why: an RBF kernel map predicts a row with one exponential per landmark, and libm's
  * exp (a call per value, ~10 ns here) was 60 % of magic04's prediction with 300
- * landmarks; here a value costs ~1.5 ns, and the prediction fell from 2.1 to 1.0 us
- * a row.
+ * landmarks; here a value costs ~1.5 ns, and that prediction fell from 2.2 to 1.1-1.3
+ * us a row (1000 landmarks: 7.5 to 3.8).
  *
  * Math (Cody & Waite's reduction, then a polynomial):
  *     k = round(x log2(e))                 (x log2(e) + 1.5 2^52 - 1.5 2^52: the
@@ -81,7 +81,8 @@ static void lcoding_exp_array_scalar(double *v, intptr_t n)
 #include <immintrin.h>
 #define LCODING_EXP_HAVE_AVX2 1
 
-/* exp of the four lanes of x (in range: see lcoding_exp_fix_avx2) */
+/* exp of the four lanes of x, for lanes within [-708, 708] (lcoding_exp_store4 puts
+ * libm's value in the others) */
 __attribute__((target("avx2,fma"))) static inline __m256d lcoding_exp4(__m256d x)
 {
     const __m256d shift = _mm256_set1_pd(LCODING_EXP_SHIFT);

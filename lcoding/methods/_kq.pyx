@@ -504,7 +504,7 @@ cdef void _flat_distances(const double* Xc, const double* sq, Py_ssize_t n_c,
     # 51 dimensions -- they stream the class's rows 13 times a seed, dgemm once, in
     # cache-sized blocks -- and 1.07x on letter's 4 of 17; the same at 1 of 3
     cdef Py_ssize_t i, t, u, w = q + 1
-    cdef int iw = <int>w, inc = <int>n_c, idd = <int>d
+    cdef int iw = <int>w, in_c = <int>n_c, idd = <int>d
     cdef double one = 1.0, zero = 0.0, cc = 0.0, v
     cdef const double* prow
     for u in range(d):
@@ -513,7 +513,7 @@ cdef void _flat_distances(const double* Xc, const double* sq, Py_ssize_t n_c,
     for t in range(q * d):
         A[d + t] = F[t]
     # column-major: P^T (w x n_c) = A (w x d, stored d x w) ^T . Xc^T (d x n_c)
-    dgemm(b"T", b"N", &iw, &inc, &idd, &one, A, &idd, <double*>Xc, &idd, &zero, P, &iw)
+    dgemm(b"T", b"N", &iw, &in_c, &idd, &one, A, &idd, <double*>Xc, &idd, &zero, P, &iw)
     for t in range(q):                    # b_t = F_t . c, into A's first row
         v = 0.0
         for u in range(d):
