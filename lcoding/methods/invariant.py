@@ -51,7 +51,7 @@ from lcoding.core.model import (LINEAR_SOLVER_TYPES, LinearModel, Model, ModelFi
 from lcoding.core.options import JOINT_SOLVERS, SolverType, TrainParams, parse_train_options
 from lcoding.core.messages import Messages, event
 from lcoding.core.classes import class_costs, group_classes
-from lcoding.core.params import Invariance, KernelParams
+from lcoding.core.params import Invariance, KernelParams, KernelType
 from lcoding.core.seeds import PURPOSE_LANDMARKS, rng_state
 from lcoding.core.threads import STOP_FLAG, check_stop
 from lcoding.local.coding import row_slice
@@ -84,7 +84,6 @@ class InvarianceWarning(UserWarning):
 
 
 # ----------------------------------------------------------------------------- kernels
-RBF_KERNEL = 2            # -t 2
 @dataclasses.dataclass(frozen=True)
 class Kernel:
     """A LIBSVM kernel (``-t -d -g -r``) with a resolved ``gamma``."""
@@ -387,8 +386,10 @@ class KernelExpansionModel(Model):
             # RBF values lie in [0, 1] or are NaN (a row whose squared norm overflows):
             # a row's sum is finite exactly when its values are, one pass instead of
             # the mask's two (5 % of magic04's prediction)
-            bad = ~np.isfinite(block.sum(axis=1) if self.kernel.kernel_type == RBF_KERNEL
-                               else block).reshape(block.shape[0], -1).all(axis=1)
+            if self.kernel.kernel_type == KernelType.RBF:
+                bad = ~np.isfinite(block.sum(axis=1))
+            else:
+                bad = ~np.isfinite(block).all(axis=1)
             if bad.any():
                 # a polynomial or linear kernel of a row near the float limit: sums of
                 # its infinite kernel values would be inf - inf = NaN
