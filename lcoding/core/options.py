@@ -420,7 +420,9 @@ TRAIN_OPTIONS = (
            origin="lcoding", metavar="gamma", group="kernel", domain=Domain(lo=0, hi=1, hi_open=True)),
     Option("-X", "n_landmarks", int, "3000",
            "landmarks of the kernel PCA map (-H 0, 1, 4): random training points; all of them "
-           "when there are fewer", origin="lcoding", metavar="n", group="kernel", domain=_at_least(1)),
+           "when there are fewer; with a linear, RBF or polynomial (coef0 >= 0) kernel, only "
+           "the pivots their Gram matrix's span needs are kept (the others lie within 1e-8 "
+           "of its largest eigenvalue)", origin="lcoding", metavar="n", group="kernel", domain=_at_least(1)),
     Option("-Q", "kq_dim", int, "20", "-s 40, 41: dimension q of every metric / subspace",
            origin="lcoding", metavar="q", group="kq", domain=_at_least(1)),
     Option("-U", "kq_mu1", float, "1.05", "-s 40: own-class margin mu1 (> mu2)",

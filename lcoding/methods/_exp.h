@@ -147,6 +147,60 @@ __attribute__((target("avx2,fma"))) static void lcoding_exp_array_avx2(double *v
 }
 #endif
 
+/* The RBF kernel's exponents of one row x (d features) against m points stored
+ * feature-major (VT: d x m):
+ *     out[j] = -gamma ||x - v_j||^2 = neg_gamma * sum_u (x_u - VT[u m + j])^2
+ * summed feature by feature (a fused multiply-add a feature, in both paths), for the
+ * rows of few features, where dgemm's inner products are all packing and overhead.
+ * Same bits on both paths, as for exp. */
+static void lcoding_rbf_exponents_scalar(const double *x, intptr_t d, const double *VT,
+                                         intptr_t m, double neg_gamma, double *out,
+                                         intptr_t j0)
+{
+    intptr_t j, u;
+    double acc, t;
+    for (j = j0; j < m; ++j) {
+        acc = 0.0;
+        for (u = 0; u < d; ++u) {
+            t = x[u] - VT[u * m + j];
+            acc = fma(t, t, acc);
+        }
+        out[j] = acc * neg_gamma;
+    }
+}
+
+#ifdef LCODING_EXP_HAVE_AVX2
+__attribute__((target("avx2,fma"))) static void
+lcoding_rbf_exponents_avx2(const double *x, intptr_t d, const double *VT, intptr_t m,
+                           double neg_gamma, double *out)
+{
+    intptr_t j = 0, u;
+    const __m256d scale = _mm256_set1_pd(neg_gamma);
+    for (; j + 4 <= m; j += 4) {
+        __m256d acc = _mm256_setzero_pd();
+        for (u = 0; u < d; ++u) {
+            __m256d t = _mm256_sub_pd(_mm256_set1_pd(x[u]), _mm256_loadu_pd(VT + u * m + j));
+            acc = _mm256_fmadd_pd(t, t, acc);
+        }
+        _mm256_storeu_pd(out + j, _mm256_mul_pd(acc, scale));
+    }
+    lcoding_rbf_exponents_scalar(x, d, VT, m, neg_gamma, out, j);
+}
+#endif
+
+static int lcoding_rbf_exponents(const double *x, intptr_t d, const double *VT, intptr_t m,
+                                 double neg_gamma, double *out, int path)
+{
+#ifdef LCODING_EXP_HAVE_AVX2
+    if (path != 1 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        lcoding_rbf_exponents_avx2(x, d, VT, m, neg_gamma, out);
+        return 2;
+    }
+#endif
+    lcoding_rbf_exponents_scalar(x, d, VT, m, neg_gamma, out, 0);
+    return 1;
+}
+
 /* v[i] = exp(v[i]) for i < n (see the header); path 0: AVX2 where the CPU has it,
  * 1: the scalar path, 2: AVX2 (the scalar path where the build or CPU lacks it).
  * Returns the path taken (1 or 2). */

@@ -43,6 +43,7 @@ import warnings
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.lapack
 
 from lcoding.methods import _kernel_svm, _kernels
 from lcoding.core.rows import Rows, as_labels, as_rows, rows_from_dense
@@ -73,8 +74,13 @@ SHIFT_UP = 2
 # kernel PCA keeps eigenvalues above this fraction of the largest (§E.4: "small
 # eigenvalues dropped"); below it psi would amplify rounding noise
 EIGEN_RTOL = 1e-10
-# rows per batch when predicting, bounding the (rows x points) kernel block
-PREDICT_BATCH = 4096
+# the map's landmarks: the pivots of the Gram matrix's pivoted Cholesky down to this
+# fraction of its largest eigenvalue (spanning_landmarks).  3-fold CV, 1e-10 / 1e-8 /
+# 1e-6, error % (landmarks kept of 1000): banana 9.48 (107) / 9.48 (79) / 9.54 (56),
+# second seed 9.40 / 9.51 / 9.43; magic04 12.93 (998) / 12.93 (775) / 13.14 (364),
+# second seed 13.04 / 13.11 / 13.20; ijcnn1 (20 000 rows) 1.90 (1000) / 1.92 (995) /
+# 1.93 (855); letter 6.41 / 6.41 / 6.40 (994); usps 2.87 (1000) at all three
+SPAN_RTOL = 1e-8
 SVC_SOLVERS = frozenset({int(SolverType.L2R_L2LOSS_SVC_DUAL), int(SolverType.L2R_L1LOSS_SVC_DUAL)})
 
 
@@ -207,12 +213,19 @@ def _check_tangents(tangents, n: int, d: int) -> np.ndarray:
 
 
 # ------------------------------------------------------------------- kernel PCA / C_gamma
-def kernel_pca_map(kernel: Kernel, landmarks: np.ndarray, rtol: float = EIGEN_RTOL) -> np.ndarray:
+def landmark_gram(kernel: Kernel, landmarks: np.ndarray) -> np.ndarray:
+    """The landmarks' Gram matrix, symmetrised (the kernel's rounding is not)."""
+    gram = kernel.matrix(landmarks, landmarks)
+    return (gram + gram.T) / 2.0
+
+
+def kernel_pca_map(kernel: Kernel, landmarks: np.ndarray, rtol: float = EIGEN_RTOL,
+                   gram: np.ndarray | None = None) -> np.ndarray:
     """``P = Lambda^(-1/2) U^T`` (r x m) from the uncentred landmark Gram matrix
     ``K = U Lambda U^T``, eigenvalues below ``rtol * max`` dropped, so that
-    ``psi(x) = P k(x)`` and ``psi(x_i) . psi(x_j) = K(x_i, x_j)`` on the landmarks (eq. 9)."""
-    gram = kernel.matrix(landmarks, landmarks)
-    gram = (gram + gram.T) / 2.0
+    ``psi(x) = P k(x)`` and ``psi(x_i) . psi(x_j) = K(x_i, x_j)`` on the landmarks (eq. 9).
+    ``gram``: :func:`landmark_gram` of the landmarks when the caller has it."""
+    gram = landmark_gram(kernel, landmarks) if gram is None else gram
     lam, U = scipy.linalg.eigh(gram)
     top = lam[-1] if lam.size else 0.0
     keep = lam > rtol * top if top > 0 else np.zeros(lam.size, dtype=bool)
@@ -221,6 +234,57 @@ def kernel_pca_map(kernel: Kernel, landmarks: np.ndarray, rtol: float = EIGEN_RT
                          f"positive eigenvalue (check -t -d -g -r)")
     lam, U = lam[keep][::-1], U[:, keep][:, ::-1]
     return np.ascontiguousarray(U.T / np.sqrt(lam)[:, None])
+
+
+# power-iteration steps for the Gram matrix's largest eigenvalue (the scale of the
+# landmarks' span tolerance; from the all-ones start, within 1 % by 10 steps on the
+# shared sets' RBF Grams, whose entries are positive)
+TOP_EIGENVALUE_STEPS = 30
+
+
+def top_eigenvalue(gram: np.ndarray) -> float:
+    """A lower bound on the largest eigenvalue of the symmetric ``gram`` that is close to
+    it: the Rayleigh quotient after :data:`TOP_EIGENVALUE_STEPS` power steps from the
+    all-ones vector (m^2 work a step, not the eigendecomposition's m^3)."""
+    v = np.ones(gram.shape[0])
+    for _ in range(TOP_EIGENVALUE_STEPS):
+        u = gram @ v
+        norm = float(np.sqrt(u @ u))
+        if not norm > 0.0:
+            return 0.0
+        v = u / norm
+    return float(v @ (gram @ v))
+
+
+def psd_kernel(kernel: Kernel) -> bool:
+    """Whether every Gram matrix of the kernel is positive semi-definite (what the
+    pivoted Cholesky of :func:`spanning_landmarks` needs): linear, RBF, and polynomial
+    with ``coef0 >= 0``; not the sigmoid."""
+    kt = kernel.kernel_type
+    return (kt in (KernelType.LINEAR, KernelType.RBF)
+            or (kt == KernelType.POLYNOMIAL and kernel.coef0 >= 0.0))
+
+
+def spanning_landmarks(gram: np.ndarray, rtol: float = EIGEN_RTOL) -> np.ndarray:
+    """The landmarks the map needs (indices into ``gram``'s rows, ascending): the
+    pivots of a pivoted Cholesky factorisation of the Gram matrix (LAPACK dpstrf),
+    stopped when every other landmark's squared distance in feature space to the
+    pivots' span, ``K_jj - k_j^T K_pp^-1 k_j``, is at most ``rtol`` times the largest
+    eigenvalue -- the level below which :func:`kernel_pca_map` drops directions
+    anyway.  The map on the pivots spans the same functions up to that level, while
+    prediction evaluates the kernel at the pivots only: banana's RBF Gram of 1000
+    landmarks needs 112 (its kernel is smooth in two dimensions); MNIST's, w8a's
+    and ijcnn1's need all of them."""
+    m = gram.shape[0]
+    top = top_eigenvalue(gram)
+    if m <= 1 or not top > 0.0:
+        return np.arange(m)
+    _, piv, rank, info = scipy.linalg.lapack.dpstrf(gram, tol=rtol * top, lower=1)
+    if info < 0:                # pragma: no cover - an argument LAPACK rejects
+        raise RuntimeError(f"pivoted Cholesky of the landmarks' Gram matrix: LAPACK dpstrf "
+                           f"info {info}")
+    rank = max(1, int(rank))
+    return np.sort(piv[:rank] - 1) if rank < m else np.arange(m)
 
 
 def invariant_whitening(tangents: np.ndarray, gamma: float) -> np.ndarray:
@@ -249,7 +313,7 @@ def virtual_landmarks(landmarks: np.ndarray, tangents: np.ndarray) -> np.ndarray
 
 
 def ihkpca_map(kernel: Kernel, X: np.ndarray, dX, landmarks: np.ndarray, gamma: float,
-               KX: np.ndarray | None = None) -> np.ndarray:
+               KX: np.ndarray | None = None, gram: np.ndarray | None = None) -> np.ndarray:
     """``P = C_gamma^(-1/2) Lambda^(-1/2) U^T`` (r x m) of IHKPCA (§E.4): the kernel PCA map
     of ``landmarks`` followed by the invariant whitening with the tangents
     ``dpsi_i = psi(x_i + dx_i) - psi(x_i)`` of the training points ``X`` (``dX``:
@@ -257,8 +321,8 @@ def ihkpca_map(kernel: Kernel, X: np.ndarray, dX, landmarks: np.ndarray, gamma: 
     With ``landmarks = virtual_landmarks(X, dX)`` the map spans every ``Phi(x_i + dx_i)``,
     hence ``dPhi_i``, and ``z(x) . z(y)`` is the ISVM kernel ``K~(x, y)`` of :class:`TangentKernel`
     (Woodbury: the same ``Phi(x)^T C_gamma^(-1) Phi(y)``).  ``KX``: ``kernel.matrix(X,
-    landmarks)`` when the caller has it already."""
-    P = kernel_pca_map(kernel, landmarks)
+    landmarks)``, ``gram``: :func:`landmark_gram`, when the caller has them already."""
+    P = kernel_pca_map(kernel, landmarks, gram=gram)
     if gamma > 0:
         KX = kernel.matrix(X, landmarks) if KX is None else KX
         dpsi = np.concatenate([rowwise_matmul(kernel.matrix(X + dX[k], landmarks) - KX, P.T)
@@ -378,27 +442,29 @@ class KernelExpansionModel(Model):
 
     def _decision_values(self, rows: Rows) -> np.ndarray:
         m = self.n_points
+        W = np.ascontiguousarray(self.w[:m].reshape(m, self.nr_w))
+        offset = (self.bias * self.w[m].reshape(self.nr_w) if self.bias >= 0
+                  else np.zeros(self.nr_w))
         out = np.empty((rows.n_rows, self.nr_w))
-        for start in range(0, rows.n_rows, PREDICT_BATCH):
-            part = rows if rows.n_rows <= PREDICT_BATCH else \
-                rows.take(np.arange(start, min(rows.n_rows, start + PREDICT_BATCH)))
-            block = self.kernel.matrix(part, self.points, self._points_sq)
-            # RBF values lie in [0, 1] or are NaN (a row whose squared norm overflows):
-            # a row's sum is finite exactly when its values are, one pass instead of
-            # the mask's two (5 % of magic04's prediction)
-            if self.kernel.kernel_type == KernelType.RBF:
-                bad = ~np.isfinite(block.sum(axis=1))
-            else:
-                bad = ~np.isfinite(block).all(axis=1)
-            if bad.any():
-                # a polynomial or linear kernel of a row near the float limit: sums of
-                # its infinite kernel values would be inf - inf = NaN
-                raise overflow_error(part, int(np.flatnonzero(bad)[0]),
-                                     f"{self.kernel.name} kernel values overflow", start)
-            dec = block @ self.w[:m]
-            if self.bias >= 0:
-                dec += self.bias * self.w[m]
-            out[start:start + part.n_rows] = dec
+        bad = np.empty(rows.n_rows, dtype=np.int8)
+        step = _kernel_row_chunk(m, self.nr_feature)
+        for a in range(0, rows.n_rows, step):
+            check_stop()
+            b = min(rows.n_rows, a + step)
+            part = row_slice(rows, a, b)
+            status = _kernels.kernel_decision(part.data, part.indices, part.indptr, self.points,
+                                              self._points_sq, W, offset, out[a:b], bad[a:b],
+                                              self.kernel.kernel_type, self.kernel.degree,
+                                              self.kernel.gamma, self.kernel.coef0)
+            if status != 0:
+                raise MemoryError(f"kernel decision values: cannot allocate the buffers of "
+                                  f"{min(b - a, 256)} rows x {max(m, self.nr_feature)} values")
+        if bad.any():
+            # a polynomial or linear kernel of a row near the float limit (or an RBF
+            # row whose squared norm overflows): sums of its infinite kernel values
+            # would be inf - inf = NaN
+            first = int(np.flatnonzero(bad)[0])
+            raise overflow_error(rows, first, f"{self.kernel.name} kernel values overflow")
         if self.is_oneclass_model():
             out[:, 0] -= self.rho
         return out
@@ -665,9 +731,19 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
         if method == 4:
             landmarks = virtual_landmarks(landmarks, dX[:, landmark_ids])
         invariant = method in (1, 4)
+        drawn = landmarks.shape[0]
+        gram = landmark_gram(kernel, landmarks)
+        if psd_kernel(kernel):
+            # only the landmarks whose span the map needs: the others add kernel
+            # evaluations to every prediction and nothing the map keeps
+            keep = spanning_landmarks(gram, SPAN_RTOL)
+            if keep.size < drawn:
+                landmarks, gram = landmarks[keep], gram[np.ix_(keep, keep)]
         KX = kernel.matrix(rows, landmarks)
-        P = ihkpca_map(kernel, X, dX, landmarks, gamma_inv if invariant else 0.0, KX)
-        info(f"kernel PCA map: {landmarks.shape[0]} landmarks, {P.shape[0]} components "
+        P = ihkpca_map(kernel, X, dX, landmarks, gamma_inv if invariant else 0.0, KX, gram)
+        spanned = (f" (of {drawn} drawn; their span's pivots)"
+                   if landmarks.shape[0] < drawn else "")
+        info(f"kernel PCA map: {landmarks.shape[0]} landmarks{spanned}, {P.shape[0]} components "
              f"({time.perf_counter() - t0:.2f} s)\n")
         inner = _train_linear(y, rowwise_matmul(KX, P.T), params, info, seed_path,
                               newton_when_stalled=True)

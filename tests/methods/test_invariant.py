@@ -8,8 +8,9 @@ import scipy.sparse as sp
 from lcoding import liblinearutil
 from lcoding.core.rows import rows_from_dense, rows_from_sparse
 from lcoding.methods.invariant import (Kernel, KernelExpansionModel, TangentKernel, ihkpca_map,
-                                       image_tangents, invariant_whitening, kernel_pca_map, train_invariant,
-                                       translated_images, virtual_landmarks)
+                                       image_tangents, invariant_whitening, kernel_pca_map,
+                                       landmark_gram, spanning_landmarks, top_eigenvalue,
+                                       train_invariant, translated_images, virtual_landmarks)
 from lcoding.core.model import LinearModel
 from lcoding.io.model_files import model_to_text, save_model_file
 from lcoding.training import load_model_file, model_from_text
@@ -50,6 +51,93 @@ def test_kernel_block_matches_the_formula(kernel_type):
     wide = sp.hstack([sp.csr_matrix(A), sp.csr_matrix(rng.normal(size=(300, 3)))]).tocsr()
     np.testing.assert_allclose(kernel.matrix(rows_from_sparse(wide), B), want, rtol=1e-12,
                                atol=1e-12)
+
+
+@pytest.mark.parametrize("d", [1, 2, 3, 4, 5])
+def test_rbf_kernel_of_few_features_sums_the_squares_directly(d):
+    """Up to 4 features the RBF exponents are summed feature by feature (_exp.h), not
+    from dgemm's inner products: the formula's exponents to 1e-15 (no cancellation of
+    the expanded square), the same bits on the AVX2 and the scalar path, and every
+    tail length of the 4-lane loop; the kernel values as the formula's."""
+    from lcoding.methods import _kernels
+    rng = np.random.default_rng(d)
+    A = rng.normal(size=(40, d)) * 3.0
+    B = rng.normal(size=(23, d)) * 3.0
+    want = reference_kernel(2, A, B, 3, 0.7, 0.0)
+    got = Kernel(2, gamma=0.7).matrix(rows_from_dense(A), B)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
+    VT = np.ascontiguousarray(B.T)
+    for m in range(0, 10):
+        scalar, vector = np.empty(m), np.empty(m)
+        assert _kernels.rbf_exponents(A[0], np.ascontiguousarray(VT[:, :m]), -0.7, scalar, 1) == 1
+        _kernels.rbf_exponents(A[0], np.ascontiguousarray(VT[:, :m]), -0.7, vector, 2)
+        np.testing.assert_array_equal(scalar, vector)
+        np.testing.assert_allclose(scalar, -0.7 * ((A[0] - B[:m]) ** 2).sum(1), rtol=1e-15)
+
+
+@pytest.mark.parametrize("kernel_type", [0, 1, 2, 3])
+@pytest.mark.parametrize("d", [2, 9])
+@pytest.mark.parametrize("nr_w", [1, 3])
+def test_kernel_decision_is_the_kernel_block_times_the_weights(kernel_type, d, nr_w):
+    """_kernels.kernel_decision (prediction: kernel values and the weights in one
+    pass, blocks of rows) against NumPy's ``K @ W + offset`` of the kernel block."""
+    from lcoding.methods import _kernels
+    rng = np.random.default_rng(10 * kernel_type + d)
+    A = rng.normal(size=(700, d))          # several row blocks
+    A[rng.random(A.shape) < 0.3] = 0.0
+    B = rng.normal(size=(37, d))
+    W = rng.normal(size=(37, nr_w))
+    offset = rng.normal(size=nr_w)
+    kernel = Kernel(kernel_type, 3, 0.3, 0.5)
+    want = kernel.matrix(rows_from_dense(A), B) @ W + offset
+    rows = rows_from_dense(A)
+    out = np.empty((700, nr_w))
+    bad = np.ones(700, dtype=np.int8)
+    assert _kernels.kernel_decision(rows.data, rows.indices, rows.indptr, B,
+                                    np.einsum("ij,ij->i", B, B), W, offset, out, bad,
+                                    kernel_type, 3, 0.3, 0.5) == 0
+    np.testing.assert_allclose(out, want, rtol=1e-12, atol=1e-12)
+    assert not bad.any()
+
+
+def test_a_map_keeps_only_the_landmarks_its_span_needs(monkeypatch):
+    """spanning_landmarks: the pivots of a pivoted Cholesky of the landmarks' Gram
+    matrix.  Repeated landmarks and a smooth kernel in two dimensions leave far fewer
+    than were drawn, every dropped landmark within the tolerance of the pivots' span;
+    a full-rank Gram keeps them all; the map trained on the pivots predicts as the map
+    on every landmark does."""
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-1.0, 1.0, (400, 2))
+    kernel = Kernel(2, gamma=0.5)
+    gram = landmark_gram(kernel, X)
+    assert abs(top_eigenvalue(gram) - np.linalg.eigvalsh(gram)[-1]) < 1e-6 * np.linalg.eigvalsh(gram)[-1]
+    keep = spanning_landmarks(gram, 1e-8)
+    assert 10 < keep.size < 100 and np.all(np.diff(keep) > 0)
+    K_pp = gram[np.ix_(keep, keep)]
+    K_ap = gram[:, keep]
+    residual = np.diag(gram) - np.einsum("ij,ij->i", K_ap, np.linalg.solve(K_pp, K_ap.T).T)
+    assert residual.max() <= 1e-8 * np.linalg.eigvalsh(gram)[-1] * (1 + 1e-6)
+    # repeated landmarks: one of each
+    twice = np.vstack([X[:30], X[:30]])
+    assert spanning_landmarks(landmark_gram(Kernel(2, gamma=50.0), twice)).size == 30
+    # a well-separated set is full rank: all kept, in order
+    far = np.arange(20.0)[:, None] * np.ones((1, 2))
+    np.testing.assert_array_equal(spanning_landmarks(landmark_gram(kernel, far)), np.arange(20))
+    # training: fewer points, the same predictions as the map on all landmarks
+    y = np.where(np.sin(3 * X[:, 0]) > X[:, 1], 1.0, -1.0)
+    import lcoding.methods.invariant as inv
+    pruned = train_invariant(y, X, "-t 2 -g 0.5 -s 1 -c 10 -B 1 -X 300 -q")
+    with monkeypatch.context() as patch:
+        patch.setattr(inv, "psd_kernel", lambda kernel: False)     # no pruning
+        full = train_invariant(y, X, "-t 2 -g 0.5 -s 1 -c 10 -B 1 -X 300 -q")
+    assert pruned.n_points < 100 and full.n_points == 300
+    Xt = rng.uniform(-1.0, 1.0, (2000, 2))
+    a = pruned.decision_values(rows_from_dense(Xt))
+    b = full.decision_values(rows_from_dense(Xt))
+    assert np.mean(np.sign(a) != np.sign(b)) < 0.005
+    # the sigmoid's Gram is not positive semi-definite: no pruning
+    sig = train_invariant(y, X, "-t 3 -g 0.5 -r -1 -s 1 -B 1 -X 300 -q")
+    assert sig.n_points == 300
 
 
 def _exp_inputs():
