@@ -1347,7 +1347,11 @@ class InvariantSVC(_LcodingClassifier):
     translations of ``image_shape`` images (``tangents``).
 
     ``gamma='scale'`` is scikit-learn's ``1 / (n_features X.var())``;
-    ``n_landmarks='auto'`` is 1000 capped at n.  ``background`` (no option letter;
+    ``n_landmarks='auto'`` is 1000 capped at n; of those drawn, a linear, RBF or
+    polynomial map keeps only the ones its span needs (the pivots of their Gram
+    matrix's pivoted Cholesky, to 1e-8 of its largest eigenvalue: on smooth
+    low-dimensional data far fewer, and prediction costs one kernel value per kept
+    landmark).  ``background`` (no option letter;
     the option string's translations fill vacated pixels with 0) is the value of
     vacated pixels; an estimator with ``background != 0`` has no equivalent option
     string (``to_options`` raises)."""

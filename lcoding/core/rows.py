@@ -133,6 +133,13 @@ def rows_from_dense(x, name="x") -> Rows:
             raise ValueError(f"{name}: row {r0 + r} has a non-finite value {block[r, c]!r} at "
                              f"feature index {c + 1}")
         nz = block != 0
+        if nz.all():
+            # no zero to drop (a kernel map's rows): the block as it is, without the
+            # mask's gathers (0.35 s of np.nonzero on magic04's 12 680 x 775 map)
+            counts[r0 + 1:r0 + 1 + block.shape[0]] = d
+            data.append(block.ravel())
+            indices.append(np.tile(np.arange(d, dtype=np.int32), block.shape[0]))
+            continue
         counts[r0 + 1:r0 + 1 + block.shape[0]] = nz.sum(axis=1)
         data.append(block[nz])
         indices.append(np.nonzero(nz)[1].astype(np.int32))
