@@ -631,7 +631,8 @@ def _train_linear(y, Z: np.ndarray, params: TrainParams, info, seed_path,
     stall the dual CD: magic04's map at C = 100 ran 300 passes, then Newton) the
     methods' -s 1 that hands over to Newton
     (:data:`~lcoding.linear.solvers.METHOD_BINARY_SOLVERS`)."""
-    model = train_linear_model(y, rows_from_dense(Z, "mapped rows"), _linear_params(params), info,
+    model = train_linear_model(y, rows_from_dense(Z, "mapped rows", copy=False),
+                               _linear_params(params), info,
                                seed_path=seed_path, newton_when_stalled=newton_when_stalled)
     if not isinstance(model, LinearModel):      # pragma: no cover - guarded by -L check
         raise TypeError("the solver after the kernel map must give a linear model")

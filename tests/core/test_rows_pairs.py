@@ -40,3 +40,26 @@ def test_index_and_value_arrays_must_be_matching_vectors():
         as_rows([pair([[0, 1]], [[1.0, 2.0]])])
     with pytest.raises(ValueError, match="1-D of the same length"):
         as_rows([pair([0, 1], [1.0])])
+
+
+def test_dense_rows_without_zeros_are_the_array_itself():
+    """rows_from_dense: an array with no zero (a kernel map's rows) becomes the same
+    CSR rows as through scipy, its values copied unless ``copy=False``; a zero anywhere
+    takes the chunked path; a non-finite value is still named by row and feature."""
+    import scipy.sparse as sp
+    from lcoding.core.rows import rows_from_dense
+    rng = np.random.default_rng(4)
+    for A in (rng.normal(size=(50, 7)) + 10.0, np.where(rng.random((50, 7)) < 0.3, 0.0,
+                                                      rng.normal(size=(50, 7)))):
+        rows = rows_from_dense(A)
+        csr = sp.csr_matrix(A)
+        np.testing.assert_array_equal(rows.data, csr.data)
+        np.testing.assert_array_equal(rows.indices, csr.indices)
+        np.testing.assert_array_equal(rows.indptr, csr.indptr)
+        assert rows.indices.dtype == np.int32 and rows.indptr.dtype == np.int64
+        assert not np.shares_memory(rows.data, A)
+    A = rng.normal(size=(20, 3)) + 10.0
+    assert np.shares_memory(rows_from_dense(A, copy=False).data, A)
+    A[7, 2] = np.inf
+    with pytest.raises(ValueError, match=r"^x: row 7 has a non-finite value inf at feature index 3"):
+        rows_from_dense(A)
