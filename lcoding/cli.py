@@ -88,8 +88,9 @@ def _train(argv):
     except ValueError as err:
         raise _Exit(1, f"ERROR: {str(err).removeprefix('Error: ')}\n") from None
     info = Messages(params.quiet)
-    if params.flag_find_parameters and params.coding:
-        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md);
+    if params.flag_find_parameters and (params.coding or params.kernel_type >= 0):
+        # a local coding: C, -u and -A; a kernel PCA map (-t): C and -g
+        # (lcoding.methods.local_search, docs/search.md);
         # -L auto: the method too (lcoding.auto_option: the selector is above the router)
         print(f"Doing parameter search with {params.nr_fold}-fold cross validation.")
         search = select_from_options if params.coding == CODING_AUTO else find_parameters

@@ -87,8 +87,9 @@ def train(arg1, arg2=None, arg3=None):
     check_parameter(param, prob.bias)
     info = Messages(param.quiet)
 
-    if param.flag_find_parameters and param.coding:
-        # a local coding: C, -u and -A (lcoding.methods.local_search, docs/search.md);
+    if param.flag_find_parameters and (param.coding or param.kernel_type >= 0):
+        # a local coding: C, -u and -A; a kernel PCA map (-t): C and -g
+        # (lcoding.methods.local_search, docs/search.md);
         # -L auto: the method too (lcoding.auto_option: the selector is above the router)
         search = select_from_options if param.coding == CODING_AUTO else find_parameters
         result = search(prob.y, prob.rows, param, info)

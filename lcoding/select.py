@@ -85,7 +85,8 @@ from lcoding.core.threads import blas_for_training, map_threads
 from lcoding.local.anchors import dense_rows
 from lcoding.methods.defaults import (KMEANS_ITER, flats_default_options, flats_suit,
                                       llsvm_default_options)
-from lcoding.methods.local_search import coding_scale, find_local_parameters
+from lcoding.methods.local_search import (coding_scale, find_kernel_map_parameters,
+                                          find_local_parameters)
 from lcoding.training import cross_validation, train_model
 
 ETA = 3                   # 1 / ETA of the candidates survive a rung; rows grow ETA-fold
@@ -320,12 +321,14 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
               cost: float):
     """The winner's ``C`` refined by the warm-started ``-C`` path of
     :mod:`lcoding.methods.local_search` at its anchors and ``-u`` (local codings with
-    ``-s 1, 3``), on the rows and folds of the rung that chose it, from ``C / 4`` up.
+    ``-s 1, 3``) or its ``-g`` (the kernel PCA map: each fold's map built once), on the
+    rows and folds of the rung that chose it, from ``C / 4`` up.
     Runs when the predicted cost (4 of the winner's trials of ``cost`` seconds) fits
     in ``left``; returns
     ``(cv error, options)`` when the new C's cold ``-v`` error is lower, else None."""
-    if parse_train_options(options + extra).coding == 0:
-        return None             # not a local coding (linear, kernel map, k q-metrics...)
+    parsed = parse_train_options(options + extra)
+    if parsed.coding == 0 and parsed.kernel_type < 0:
+        return None             # not a local coding or kernel map (linear, k q-metrics...)
     try:
         params = parse_train_options("-C " + options + extra + f" -v {min(nr_fold, n_r)}")
         check_search_parameter(params)
@@ -338,7 +341,8 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
     ids = np.sort(order[:n_r])
     params.C = params.C / 4
     t = time.perf_counter()
-    result, points = find_local_parameters(y[ids], rows.take(ids), params, c_only=True)
+    search = find_kernel_map_parameters if params.kernel_type >= 0 else find_local_parameters
+    result, points = search(y[ids], rows.take(ids), params, c_only=True)
     err = 100.0 * (1.0 - result.best_rate)
     c_text = f"-c {float_text(result.best_C)}"
     new = re.sub(r"(^| )-c \S+", lambda m: f"{m.group(1)}{c_text}", options) \

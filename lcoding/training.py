@@ -218,12 +218,16 @@ def find_parameters(y: np.ndarray, rows: Rows, params: TrainParams,
                     info: Messages | None = None):
     """``-C``: LIBLINEAR's warm-start search of C (and p) for ``-s 0, 2, 11``, returning
     ``(best_C, best_p, best_score)`` (:mod:`lcoding.linear.param_search`), or with a
+    kernel PCA map ``-t`` the search of C and ``-g``, or with a
     local coding ``-L`` the search of C, ``-u`` and ``-A``, returning
     :class:`~lcoding.methods.local_search.LocalSearchResult` ``(best_C, best_options,
     best_rate)`` (:mod:`lcoding.methods.local_search`).  The interfaces print the
     summary line (:func:`best_parameters_line`)."""
     _refuse_auto(params)
     info = info if info is not None else Messages(params.quiet)
+    if params.kernel_type >= 0:
+        return run_interruptible(
+            lambda: local_search.find_kernel_map_parameters(y, rows, params, info)[0])
     if params.coding:
         return run_interruptible(
             lambda: local_search.find_local_parameters(y, rows, params, info)[0])
@@ -243,7 +247,7 @@ def _refuse_auto(params: TrainParams) -> None:
 
 def best_parameters_line(params: TrainParams, result) -> str:
     """The line printed after ``-C`` (LIBLINEAR's text for ``-s 0, 2, 11``)."""
-    if params.coding:
+    if params.coding or params.kernel_type >= 0:
         return local_search.best_parameters_line(result)
     best_C, best_p, best_score = result
     return param_search.best_parameters_line(params.solver_type, best_C, best_p, best_score)

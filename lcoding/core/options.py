@@ -324,8 +324,9 @@ TRAIN_OPTIONS = (
     Option("-v", "nr_fold", int, "off", "n-fold cross validation mode", metavar="n"),
     Option("-C", "flag_find_parameters", None, "off",
            "find parameters (C for -s 0, 2 and C, p for -s 11; with a local coding -L: C, "
-           "the coding's -u and the anchors -A, with -s 1 or 3; with -L auto: the method "
-           "too; see docs/search.md)"),
+           "the coding's -u and the anchors -A, with -s 1 or 3; with a kernel -t: C and "
+           "-g of the kernel PCA map, with -s 1 or 3; with -L auto: the method too; see "
+           "docs/search.md)"),
     Option("-b", "budget_s", float, "60",
            "time budget in seconds of -C -L auto (automatic method selection)",
            origin="lcoding", metavar="seconds", domain=_at_least(0, open_=True)),
@@ -575,9 +576,10 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
     if p.flag_find_parameters:
         if not p.flag_cross_validation:
             p.nr_fold = AUTO_NR_FOLD if p.coding == CODING_AUTO else 5
-        if p.coding != 0:
-            # a local coding: the search of lcoding.methods.local_search, whose
-            # solvers (-s 1, 3; default 1) check_parameter checks
+        if p.coding != 0 or p.kernel_type >= 0:
+            # a local coding or a kernel PCA map (-t): the search of
+            # lcoding.methods.local_search, whose solvers (-s 1, 3; default 1)
+            # check_parameter checks
             pass
         elif not p.flag_solver_specified:
             p.solver_type = int(SolverType.L2R_L2LOSS_SVC)
@@ -680,16 +682,27 @@ LOCAL_SEARCH_SOLVERS = (1, 3)
 
 
 def check_search_parameter(params) -> None:
-    """What ``-C`` can search: LIBLINEAR's -s 0, 2, 11 (linear), or a local coding
-    ``-L 1, 2, 3, 6`` (LL-SVM) / ``-L 4, 5`` (anchor planes) with ``-s 1`` or ``3``.
+    """What ``-C`` can search: LIBLINEAR's -s 0, 2, 11 (linear), a local coding
+    ``-L 1, 2, 3, 6`` (LL-SVM) / ``-L 4, 5`` (anchor planes) with ``-s 1`` or ``3``,
+    or the kernel PCA map (``-t``, ``-H 0``) with ``-s 1`` or ``3``.
     A ValueError names the option that cannot be searched.  ``-L auto`` searches
     anything: the selector chooses the method, and the interfaces name the method
     options it ignores."""
     if params.coding == CODING_AUTO:
         return
-    if params.kernel_type >= 0 or params.invariance or params.tangents:
-        raise ValueError("-C: the parameter search cannot be combined with a kernel (-t) "
-                         "or an invariance method (-H, -J)")
+    if params.invariance or params.tangents:
+        raise ValueError("-C: the parameter search cannot be combined with an invariance "
+                         "method (-H 1 to 4, -J); it searches the plain kernel PCA map "
+                         "(-t with -H 0)")
+    if params.kernel_type >= 0:
+        if params.coding or params.kernel_map:
+            raise ValueError("-C with -t: the kernel PCA map's search takes no local "
+                             "coding (-L) or additive kernel map (-K)")
+        if int(params.solver_type) not in LOCAL_SEARCH_SOLVERS:
+            raise ValueError(f"-C with -t: the kernel map's parameter search trains -s 1 or "
+                             f"-s 3 on the mapped rows (dual CD, warm-started along C), not "
+                             f"-s {int(params.solver_type)} (option -s)")
+        return
     if params.coding == 0:
         if params.kernel_map:
             raise ValueError("-C: a kernel map (-K) needs a local coding (-L) to be searched; "

@@ -287,6 +287,19 @@ def spanning_landmarks(gram: np.ndarray, rtol: float = EIGEN_RTOL) -> np.ndarray
     return np.sort(piv[:rank] - 1) if rank < m else np.arange(m)
 
 
+def map_landmarks(kernel: Kernel, landmarks: np.ndarray) -> tuple:
+    """``(landmarks, gram)``: the drawn landmarks a kernel PCA map keeps and their Gram
+    matrix (:func:`landmark_gram`).  A positive semi-definite kernel keeps only those
+    whose span the map needs (:func:`spanning_landmarks` at :data:`SPAN_RTOL`): the
+    others add kernel evaluations to every prediction and nothing the map keeps."""
+    gram = landmark_gram(kernel, landmarks)
+    if psd_kernel(kernel):
+        keep = spanning_landmarks(gram, SPAN_RTOL)
+        if keep.size < landmarks.shape[0]:
+            return landmarks[keep], gram[np.ix_(keep, keep)]
+    return landmarks, gram
+
+
 def invariant_whitening(tangents: np.ndarray, gamma: float) -> np.ndarray:
     """``C_gamma^(-1/2)`` (symmetric) for ``C_gamma = (1 - gamma) I + gamma sum_i t_i t_i^T``
     over the rows ``t_i`` of ``tangents``, each divided by the average tangent length
@@ -605,7 +618,7 @@ def check_kernel_params(params: TrainParams, user_tangents: bool = False) -> Non
                          f"with -t/-H")
 
 
-def _dense(rows: Rows, n_features: int) -> np.ndarray:
+def dense_rows(rows: Rows, n_features: int) -> np.ndarray:
     """The rows as a dense ``(n, n_features)`` array, filled in chunks of rows (a Ctrl-C
     check between them)."""
     rows = rows.truncated(n_features)
@@ -619,7 +632,7 @@ def _dense(rows: Rows, n_features: int) -> np.ndarray:
     return out
 
 
-def _linear_params(params: TrainParams) -> TrainParams:
+def linear_params(params: TrainParams) -> TrainParams:
     """The options of the linear solver that runs on the mapped rows."""
     return params.replaced(kernel_type=-1, invariance=0, tangents=0)
 
@@ -632,14 +645,15 @@ def _train_linear(y, Z: np.ndarray, params: TrainParams, info, seed_path,
     methods' -s 1 that hands over to Newton
     (:data:`~lcoding.linear.solvers.METHOD_BINARY_SOLVERS`)."""
     model = train_linear_model(y, rows_from_dense(Z, "mapped rows", copy=False),
-                               _linear_params(params), info,
+                               linear_params(params), info,
                                seed_path=seed_path, newton_when_stalled=newton_when_stalled)
     if not isinstance(model, LinearModel):      # pragma: no cover - guarded by -L check
         raise TypeError("the solver after the kernel map must give a linear model")
     return model
 
 
-def _choose_landmarks(n: int, count: int, seed: int, seed_path: tuple) -> np.ndarray:
+def choose_landmarks(n: int, count: int, seed: int, seed_path: tuple) -> np.ndarray:
+    """The ``-X`` landmark rows (ascending ids) drawn for the seed path."""
     if count >= n:
         return np.arange(n)
     rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_LANDMARKS, *seed_path)[0]))
@@ -706,7 +720,7 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
     n, d = rows.n_rows, rows.n_features
     method = params.invariance
     gamma_inv = float(params.invariance_gamma)
-    X = _dense(rows, d)
+    X = dense_rows(rows, d)
     if tangents is not None:
         dX, tangent_name = _check_tangents(tangents, n, d), "user"
     elif params.tangents:
@@ -727,19 +741,13 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
                            rho=inner.rho, param=params)
 
     if method in (0, 1, 4):
-        landmark_ids = _choose_landmarks(n, params.n_landmarks, params.seed, seed_path)
+        landmark_ids = choose_landmarks(n, params.n_landmarks, params.seed, seed_path)
         landmarks = X[landmark_ids]
         if method == 4:
             landmarks = virtual_landmarks(landmarks, dX[:, landmark_ids])
         invariant = method in (1, 4)
         drawn = landmarks.shape[0]
-        gram = landmark_gram(kernel, landmarks)
-        if psd_kernel(kernel):
-            # only the landmarks whose span the map needs: the others add kernel
-            # evaluations to every prediction and nothing the map keeps
-            keep = spanning_landmarks(gram, SPAN_RTOL)
-            if keep.size < drawn:
-                landmarks, gram = landmarks[keep], gram[np.ix_(keep, keep)]
+        landmarks, gram = map_landmarks(kernel, landmarks)
         KX = kernel.matrix(rows, landmarks)
         P = ihkpca_map(kernel, X, dX, landmarks, gamma_inv if invariant else 0.0, KX, gram)
         spanned = (f" (of {drawn} drawn; their span's pivots)"

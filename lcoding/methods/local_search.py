@@ -63,7 +63,8 @@ from lcoding.core.messages import Messages
 from lcoding.core.options import (TrainParams, check_parameter, check_search_parameter,
                                   float_text, options_string)
 from lcoding.core.params import CodingType, LLSVMParams, OCCParams
-from lcoding.core.rows import Rows
+from lcoding.core.model import LinearModel
+from lcoding.core.rows import Rows, rows_from_dense
 from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.linear import cocoa, dual_cd
@@ -74,7 +75,7 @@ from lcoding.local import _knn
 from lcoding.local.coding import LocalCoding, kernel_map_of
 from lcoding.local.kstar import KSTAR_CODING
 from lcoding.local.model import LocalModel
-from lcoding.methods import llsvm, occ
+from lcoding.methods import invariant, llsvm, occ
 
 MAX_C = 1024.0                # LIBLINEAR's cap for classification
 C_RATIO = 2.0
@@ -298,8 +299,51 @@ class _OCCSetting:
         return model.labels_from_values(model.decision_values(f.test_rows))
 
 
+class _KernelMapSetting:
+    """One fold at one kernel (one ``-g``) of the kernel PCA map (``-t``, ``-H 0``):
+    the fold's landmarks, map and mapped training and held-out rows, as
+    :func:`lcoding.methods.invariant.train_kernel_model` builds them for ``-v``'s fold
+    (the same landmark draw, seed path ``(f + 1,)``), once for every C of the path."""
+
+    # the methods' -s 1 on mapped rows: a stalled dual CD hands over to Newton
+    stall_uncoded = True
+
+    def __init__(self, fold: _Fold, kernel, params: TrainParams, counter: dict):
+        self.fold = fold
+        self.params = params
+        d = fold.rows.n_features
+        X = invariant.dense_rows(fold.rows, d)
+        ids = invariant.choose_landmarks(X.shape[0], int(params.n_landmarks), params.seed,
+                                         fold.seed_path)
+        landmarks, gram = invariant.map_landmarks(kernel, X[ids])
+        P = invariant.kernel_pca_map(kernel, landmarks, gram=gram)
+        counter["maps"] = counter.get("maps", 0) + 1
+        self.mapped = rows_from_dense(
+            invariant.rowwise_matmul(kernel.matrix(fold.rows, landmarks), P.T),
+            "mapped rows", copy=False)
+        self.test_Z = invariant.rowwise_matmul(kernel.matrix(fold.test_rows, landmarks), P.T)
+
+    def problem(self, y_pm, Cp, Cn, c_pos) -> BinaryProblem:
+        p = self.params
+        return BinaryProblem(self.mapped, y_pm, Cp, Cn, float(p.bias),
+                             rng_state(p.seed, PURPOSE_SOLVER, *self.fold.seed_path, c_pos))
+
+    def finish(self, c_pos, res):
+        return res.w
+
+    def predict(self, w: np.ndarray, params: TrainParams) -> np.ndarray:
+        f = self.fold
+        r = self.test_Z.shape[1]
+        dec = self.test_Z @ w[:r]
+        if params.bias >= 0:
+            dec += float(params.bias) * w[r]
+        model = LinearModel(int(params.solver_type), f.nr_class, f.labels, r,
+                                      float(params.bias), w, param=params)
+        return model.labels_from_values(dec)
+
+
 def _solve_point(prob: BinaryProblem, point: TrainParams, quiet: Messages, loss: str,
-                 row_threads: int, start) -> SolveResult:
+                 row_threads: int, start, stall_uncoded: bool = False) -> SolveResult:
     """One fold's and class's solve at one C of the path, warm-started from ``start``
     (the dual point at the previous C), as the method trains it: the dual CD -- in
     ``row_threads`` partitions (CoCoA+) when that pays -- and for the squared hinge
@@ -308,7 +352,8 @@ def _solve_point(prob: BinaryProblem, point: TrainParams, quiet: Messages, loss:
     hand-over the dual
     point is read back from Newton's ``w``
     (:func:`lcoding.linear.newton.squared_hinge_dual_point`) for the next C."""
-    stall = dual_cd.STALL_PASSES if loss == "l2" and prob.coding is not None else None
+    stall = (dual_cd.STALL_PASSES if loss == "l2" and (prob.coding is not None or stall_uncoded)
+             else None)
     if row_threads > 1 and cocoa.worth_threads(prob):
         res = cocoa.solve_l2r_l1l2_svc_cocoa(prob, point, quiet, loss, row_threads,
                                              init_alpha=start, newton_finish=False,
@@ -355,7 +400,8 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
                 c_pos, y_pm, Cp, Cn = job
                 prob = setting.problem(y_pm, Cp, Cn, c_pos)
                 return c_pos, _solve_point(prob, point, quiet, loss, row_threads,
-                                           prev_alpha[f].get(c_pos))
+                                           prev_alpha[f].get(c_pos),
+                                           getattr(setting, "stall_uncoded", False))
 
             results = map_threads(solve, jobs, 1 if row_threads > 1 else search.n_threads)
             for c_pos, res in results:
@@ -401,6 +447,18 @@ def point_options(params: TrainParams, C: float, n_anchors: int, coding_param: f
     return " ".join(part for part in (head, rest, tail) if part)
 
 
+def _search_inputs(y, rows: Rows, params: TrainParams, info, counter):
+    """``(info, quiet, counter, y)`` of a search, the labels checked against the rows."""
+    info = info if info is not None else Messages(params.quiet)
+    counter = {} if counter is None else counter
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if y.shape[0] != rows.n_rows:
+        raise ValueError(f"parameter search: {y.shape[0]} labels for {rows.n_rows} rows")
+    if rows.n_rows == 0:
+        raise ValueError("parameter search needs at least one training instance")
+    return info, Messages(quiet=True), counter, y
+
+
 def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | None = None,
                           perm: np.ndarray | None = None, counter: dict | None = None,
                           c_only: bool = False):
@@ -419,14 +477,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
         llsvm.check_local_params(params)      # -k <= -A: the grid keeps -A >= -k
     else:
         occ.check_occ_params(params)
-    info = info if info is not None else Messages(params.quiet)
-    quiet = Messages(quiet=True)
-    counter = {} if counter is None else counter
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
-    if y.shape[0] != rows.n_rows:
-        raise ValueError(f"parameter search: {y.shape[0]} labels for {rows.n_rows} rows")
-    if rows.n_rows == 0:
-        raise ValueError("parameter search needs at least one training instance")
+    info, quiet, counter, y = _search_inputs(y, rows, params, info, counter)
     nr_feature = rows.n_features
     kernel_map = kernel_map_of(params)
     mapped = kernel_map(rows) if kernel_map is not None else rows
@@ -485,6 +536,54 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
                       record(A, u))
     if not points:
         raise ValueError(f"-C: no setting of -A could be trained (option -A {params.n_anchors})")
+    best = max(points, key=lambda p: p.rate)      # the first of the best (max keeps it)
+    return LocalSearchResult(best.C, best.options, best.rate), points
+
+
+KERNEL_SEARCH_FLAGS = ("-C", "-v", "-c", "-g")
+
+
+def kernel_gamma_grid(params: TrainParams, n_features: int) -> list:
+    """``-g`` values the kernel map's ``-C`` tries: ``g/4, g, 4g`` around ``-g`` (LIBSVM's
+    ``1 / features`` when not given) -- the width of an RBF (the scale of a polynomial
+    or sigmoid) is the kernel's one parameter besides C; the linear kernel has none."""
+    g = invariant.kernel_from_params(params, n_features).gamma
+    if int(params.kernel_type) == 0:
+        return [g]
+    return [g / 4.0, g, 4.0 * g]
+
+
+def find_kernel_map_parameters(y, rows: Rows, params: TrainParams,
+                               info: Messages | None = None, counter: dict | None = None,
+                               c_only: bool = False):
+    """``-C`` with a kernel PCA map (``-t``, ``-H 0``): the warm-started C path of
+    :func:`_run_path` for each ``-g`` of :func:`kernel_gamma_grid` (``c_only``: the
+    given one), on ``-v``'s folds; each fold's landmarks, map and mapped rows are
+    computed once per ``-g`` and shared by every C.  The first C of a path is the model
+    ``-v`` trains at that C.  Returns ``(LocalSearchResult, points)`` as
+    :func:`find_local_parameters` (``SearchPoint.coding_param`` holds ``-g``;
+    ``counter['maps']`` counts the maps built)."""
+    check_parameter(params)
+    check_search_parameter(params)
+    info, quiet, counter, y = _search_inputs(y, rows, params, info, counter)
+    folds = _folds(y, rows, params, None)
+    search = invariant.linear_params(params)
+    gammas = ([invariant.kernel_from_params(params, rows.n_features).gamma] if c_only
+              else kernel_gamma_grid(params, rows.n_features))
+    points: list = []
+    rest = options_string(params, drop=KERNEL_SEARCH_FLAGS)
+    head = f"-s {int(params.solver_type)}" if "-s" not in params.given else ""
+    for g in gammas:
+        kernel = invariant.kernel_from_params(params.replaced(kernel_gamma=g), rows.n_features)
+        settings = [_KernelMapSetting(f, kernel, params, counter) for f in folds]
+        C0 = min(float(params.C) if params.flag_C_specified
+                 else start_C(settings[0].mapped, float(params.bias)), MAX_C)
+
+        def on_point(C, rate, g=g):
+            tail = f"-g {float_text(g)} -c {float_text(C)}"
+            points.append(SearchPoint(int(params.n_landmarks), g, C, rate,
+                                      " ".join(part for part in (head, rest, tail) if part)))
+        _run_path(y, folds, settings, search, C0, "g=%g\t" % g, info, quiet, on_point)
     best = max(points, key=lambda p: p.rate)      # the first of the best (max keeps it)
     return LocalSearchResult(best.C, best.options, best.rate), points
 

@@ -12,7 +12,7 @@ def test_options_doc_is_current():
     if not DOC.exists():
         pytest.skip("docs/options.md not in this tree")
     assert DOC.read_text() == options_markdown(), \
-        "regenerate with: python -m lcoding.options > docs/options.md"
+        "regenerate with: python -m lcoding.core.options > docs/options.md"
 
 
 def test_every_option_is_in_the_usage_text():

@@ -2,6 +2,8 @@
 time budget (issue 18 part 2, the core)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -166,14 +168,21 @@ def test_the_kernel_pca_map_is_a_candidate_for_few_dense_features(small):
     assert not any(" -t 2 " in c for c in sel.candidate_options(np.arange(300) % 2, _rows(wide)))
 
 
-def test_a_winner_without_a_local_coding_is_not_refined(small):
-    """-C searches only -s 0, 2, 11 and the local codings: a kernel-map winner keeps
-    its C (before, the refinement's option parse raised and aborted the search)."""
+def test_a_kernel_map_winner_has_its_C_refined(small):
+    """A kernel-map winner's C is refined by the kernel map's -C path (at its -g, each
+    fold's map built once), confirmed by a cold -v; only -c changes.  A k q-metrics
+    winner (no C to search) is not refined and the search does not abort."""
     y, X = small
     result = sel.select(y[:400], X[:400], budget_s=60, seed=1, refine_C=True,
                         candidates=["-s 1 -t 2 -g 1 -X 50 -B 1 -c 1"])
-    assert result.best_options == "-s 1 -t 2 -g 1 -X 50 -B 1 -c 1"
+    line = result.trials[-1]
+    assert line.note.startswith("C refinement: ")
+    assert re.sub(r"-c \S+", "", result.best_options) == "-s 1 -t 2 -g 1 -X 50 -B 1 "
     assert result.model is not None
+    params = parse_train_options(line.options + " -S 1 -q")
+    cv = 100 * np.mean(cross_validation(y[:400], _rows(X[:400]), params, 3) != y[:400])
+    if "cold -v" in line.note:
+        assert cv == line.cv_error
 
 
 def test_the_estimator_defaults_are_a_candidate(small):

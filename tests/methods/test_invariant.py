@@ -449,9 +449,13 @@ def test_invariant_linear_svm_is_liblinear_on_whitened_rows():
     assert relative_change(model) < 0.7 * relative_change(plain)
 
 
-def test_parameter_search_refuses_kernels():
+def test_parameter_search_refuses_invariances_and_primal_solvers():
+    """-C searches the plain kernel PCA map (tests/methods/test_local_search.py), with
+    the dual solvers it warm-starts, not the invariant machines."""
     with pytest.raises(ValueError, match="-C"):
         liblinearutil.train([1, -1], [[1.0], [2.0]], "-C -s 2 -t 2 -q")
+    with pytest.raises(ValueError, match="invariance"):
+        liblinearutil.train([1, -1], [[1.0], [2.0]], "-C -t 2 -H 2 -q")
 
 
 @pytest.mark.parametrize("solver", [1, 3])

@@ -182,7 +182,7 @@ def test_cli_C_with_a_local_coding(small, tmp_path, capsys, monkeypatch):
 
 @pytest.mark.parametrize("options, option", [
     ("-C -L 2 -s 30", "-s"), ("-C -L 1 -s 4", "-s"), ("-C -L 3 -s 31", "-s"),
-    ("-C -L 2 -s 32", "-s"), ("-C -t 2", "-t"), ("-C -K 1", "-K"),
+    ("-C -L 2 -s 32", "-s"), ("-C -t 2 -s 2", "-s"), ("-C -t 2 -L 2", "-L"), ("-C -K 1", "-K"),
     ("-C -H 2 -L 2", "-H"),
 ])
 def test_options_that_cannot_be_searched_raise_naming_the_option(small, options, option):
@@ -356,3 +356,69 @@ def test_dual_point_of_newtons_w_is_the_dual_solution(small):
     warm = dual_cd.solve_l2r_l1l2_svc(prob(), parse_train_options("-s 1 -q"), Messages(True),
                                       "l2", init_alpha=alpha)
     assert warm.n_iter <= 2
+
+
+# ------------------------------------------------------------ -C with a kernel PCA map
+def _kernel_search(y, rows, options, counter=None, c_only=False):
+    return local_search.find_kernel_map_parameters(y, rows, parse_train_options(options),
+                                                   Messages(True), counter=counter,
+                                                   c_only=c_only)
+
+
+@pytest.mark.parametrize("options", ["-C -t 2 -X 60 -B 1 -c 0.5 -e 0.01",
+                                     "-C -s 3 -t 1 -r 1 -X 40 -c 0.25 -v 3"])
+def test_kernel_map_search_points_are_cross_validation(small, options):
+    """-C -t: for each -g of the grid (g/4, g, 4g around LIBSVM's 1 / features), the
+    first point of the C path (cold start) is -v's model on the same folds, the same
+    rate exactly; the fold's map is built once per -g and shared by every C; the
+    winner's options train with -v to its rate."""
+    y, rows = small
+    counter = {}
+    result, points = _kernel_search(y, rows, options, counter)
+    gammas = sorted({p.coding_param for p in points})
+    assert np.allclose(gammas, [0.125, 0.5, 2.0])        # 2 features: g = 1/2
+    nr_fold = parse_train_options(options).nr_fold
+    assert counter["maps"] == 3 * nr_fold
+    assert len(points) > 3 * 2                            # C paths, not single points
+    for g in gammas:
+        first = next(p for p in points if p.coding_param == g)
+        assert "-C" not in first.options.split() and f"-g {g:g}" in first.options
+        assert first.rate == _cv_rate(y, rows, first.options + f" -v {nr_fold}")
+    best = max(points, key=lambda p: p.rate)
+    assert result.best_options == best.options and result.best_rate == best.rate
+    # the winner's options train a model (the kernel map, not a -C search)
+    params = parse_train_options(result.best_options)
+    assert not params.flag_find_parameters and params.kernel_type >= 0
+
+
+def test_kernel_map_search_with_c_only_keeps_g(small):
+    y, rows = small
+    _, points = _kernel_search(y, rows, "-C -t 2 -g 3 -X 30 -B 1 -c 1", c_only=True)
+    assert {p.coding_param for p in points} == {3.0}
+    assert points[0].C == 1.0
+
+
+def test_kernel_map_search_refuses_what_it_cannot_search():
+    X = np.random.default_rng(0).random((20, 2))
+    y = (X[:, 0] > 0.5).astype(float)
+    for options, message in [("-C -t 2 -H 1 -J 1 -N 1", "invariance"),
+                             ("-C -t 2 -s 2", "-s 1 or -s 3"),
+                             ("-C -t 2 -L 2", "no local coding"),
+                             ("-C -t 2 -K 1", "no local coding")]:
+        with pytest.raises(ValueError, match=message):
+            train(y, X, options + " -q")
+
+
+def test_kernel_map_search_from_the_command_line(tmp_path, capsys, small):
+    y, rows = small
+    data = tmp_path / "small.svm"
+    csr = sp.csr_matrix((rows.data, rows.indices, rows.indptr), shape=(rows.n_rows, 2))
+    with open(data, "w") as fh:
+        for label, row in zip(y, csr):
+            fh.write(f"{label:g} " + " ".join(f"{j + 1}:{v:.17g}" for j, v in
+                                              zip(row.indices, row.data)) + "\n")
+    assert train_main(["-C", "-t", "2", "-X", "40", "-B", "1", "-c", "1", "-q",
+                       str(data)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Doing parameter search with 5-fold cross validation.")
+    assert "Best C = " in out and "Best options: -s 1 -t 2 -X 40 -B 1 -q -g " in out
