@@ -1,5 +1,7 @@
 """``-C`` for the local codings: C, the coding's ``-u`` and the anchors ``-A``,
-searched on the cross-validation folds of ``-v`` with warm starts along C.
+searched on the cross-validation folds of ``-v`` with warm starts along C -- and for
+the kernel PCA map (``-t``, ``-H 0``): C and ``-g``, each fold's map built once per
+``-g`` (:func:`find_kernel_map_parameters`).
 
 LIBLINEAR's ``-C`` (:mod:`lcoding.linear.param_search`) runs a warm-started path of
 C values on fixed folds.  Here the same path runs for every *setting* of the local
@@ -338,7 +340,7 @@ class _KernelMapSetting:
         if params.bias >= 0:
             dec += float(params.bias) * w[r]
         model = LinearModel(int(params.solver_type), f.nr_class, f.labels, r,
-                                      float(params.bias), w, param=params)
+                            float(params.bias), w, param=params)
         return model.labels_from_values(dec)
 
 
