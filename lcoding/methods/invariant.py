@@ -720,7 +720,9 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
     n, d = rows.n_rows, rows.n_features
     method = params.invariance
     gamma_inv = float(params.invariance_gamma)
-    X = dense_rows(rows, d)
+    # the plain kernel PCA map needs only its landmarks dense, not every row (a sparse
+    # set of many features would not fit: 8 n d bytes)
+    X = dense_rows(rows, d) if method != 0 or tangents is not None or params.tangents else None
     if tangents is not None:
         dX, tangent_name = _check_tangents(tangents, n, d), "user"
     elif params.tangents:
@@ -742,7 +744,7 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
 
     if method in (0, 1, 4):
         landmark_ids = choose_landmarks(n, params.n_landmarks, params.seed, seed_path)
-        landmarks = X[landmark_ids]
+        landmarks = X[landmark_ids] if X is not None else dense_rows(rows.take(landmark_ids), d)
         if method == 4:
             landmarks = virtual_landmarks(landmarks, dX[:, landmark_ids])
         invariant = method in (1, 4)
