@@ -483,3 +483,26 @@ def test_smo_closes_the_duality_gap(solver):
     dual = alpha.sum() - 0.5 * beta @ K @ beta - 0.5 * (diag * alpha ** 2).sum()
     assert abs(y @ alpha) < 1e-10
     assert abs(primal - dual) < 1e-4 * abs(primal)
+
+
+def test_the_plain_map_makes_only_its_landmarks_dense(monkeypatch):
+    """-H 0 without tangents densifies its landmark rows, not every training row (a
+    sparse set of many features would need 8 n d bytes); the same model as from the
+    dense rows' landmarks."""
+    import lcoding.methods.invariant as inv
+    rng = np.random.default_rng(5)
+    X = sp.random(400, 300, density=0.02, format="csr", random_state=5)
+    y = np.where(rng.random(400) < 0.5, 1.0, -1.0)
+    shapes = []
+    real = inv.dense_rows
+
+    def recording(rows, n_features):
+        shapes.append((rows.n_rows, n_features))
+        return real(rows, n_features)
+
+    monkeypatch.setattr(inv, "dense_rows", recording)
+    model = train_invariant(y, X, "-t 2 -g 0.5 -s 1 -B 1 -X 50 -q")
+    assert shapes and max(s[0] for s in shapes) == 50
+    want = real(rows_from_sparse(X), 300)[inv.choose_landmarks(400, 50, 1, ())]
+    keep = inv.map_landmarks(Kernel(2, gamma=0.5), want)[0]
+    np.testing.assert_array_equal(model.points, keep)
