@@ -19,7 +19,7 @@ from lcoding.commonutil import evaluations
 from lcoding.core.messages import Messages
 from lcoding.core.options import (CODING_AUTO, REGRESSION_SOLVERS, TRAIN_OPTIONS, OptionError,
                                   check_parameter, parse_predict_options, parse_train_options,
-                                  predict_usage, train_usage)
+                                  predict_usage, searches_locally, train_usage)
 from lcoding.io.atomic import write_text_atomic
 from lcoding.io.model_files import ModelFileError, save_model_file
 from lcoding.io.reader import read_libsvm
@@ -88,7 +88,7 @@ def _train(argv):
     except ValueError as err:
         raise _Exit(1, f"ERROR: {str(err).removeprefix('Error: ')}\n") from None
     info = Messages(params.quiet)
-    if params.flag_find_parameters and (params.coding or params.kernel_type >= 0):
+    if params.flag_find_parameters and searches_locally(params):
         # a local coding: C, -u and -A; a kernel PCA map (-t): C and -g
         # (lcoding.methods.local_search, docs/search.md);
         # -L auto: the method too (lcoding.auto_option: the selector is above the router)

@@ -25,7 +25,7 @@ from lcoding.liblinear import *  # noqa: F401,F403
 from lcoding.liblinear import model, parameter, problem, toPyModel
 from lcoding.core.messages import Messages
 from lcoding.core.options import (CODING_AUTO, REGRESSION_SOLVERS, check_parameter,
-                                  parse_predict_options)
+                                  parse_predict_options, searches_locally)
 from lcoding.io.model_files import save_model_file
 from lcoding.linear.param_search import find_parameters as find_linear_parameters
 from lcoding.training import (best_parameters_line, cross_validation, find_parameters,
@@ -87,7 +87,7 @@ def train(arg1, arg2=None, arg3=None):
     check_parameter(param, prob.bias)
     info = Messages(param.quiet)
 
-    if param.flag_find_parameters and (param.coding or param.kernel_type >= 0):
+    if param.flag_find_parameters and searches_locally(param):
         # a local coding: C, -u and -A; a kernel PCA map (-t): C and -g
         # (lcoding.methods.local_search, docs/search.md);
         # -L auto: the method too (lcoding.auto_option: the selector is above the router)

@@ -30,7 +30,7 @@ import numpy as np
 from lcoding.core.messages import Messages
 from lcoding.core.model import LinearModel, Model, check_trained
 from lcoding.core.options import (CODING_AUTO, JOINT_SOLVERS, TRAIN_OPTIONS, SolverType,
-                                  TrainParams, check_parameter)
+                                  TrainParams, check_parameter, searches_locally)
 from lcoding.core.params import (KernelParams, KQParams, LinearParams, LLCJointParams,
                                  LLSVMParams, OCCParams)
 from lcoding.core.rows import Rows
@@ -247,7 +247,7 @@ def _refuse_auto(params: TrainParams) -> None:
 
 def best_parameters_line(params: TrainParams, result) -> str:
     """The line printed after ``-C`` (LIBLINEAR's text for ``-s 0, 2, 11``)."""
-    if params.coding or params.kernel_type >= 0:
+    if searches_locally(params):
         return local_search.best_parameters_line(result)
     best_C, best_p, best_score = result
     return param_search.best_parameters_line(params.solver_type, best_C, best_p, best_score)

@@ -576,7 +576,7 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
     if p.flag_find_parameters:
         if not p.flag_cross_validation:
             p.nr_fold = AUTO_NR_FOLD if p.coding == CODING_AUTO else 5
-        if p.coding != 0 or p.kernel_type >= 0:
+        if searches_locally(p):
             # a local coding or a kernel PCA map (-t): the search of
             # lcoding.methods.local_search, whose solvers (-s 1, 3; default 1)
             # check_parameter checks
@@ -679,6 +679,12 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
 
 # -s values the -C search of the local codings trains (dual CD, warm-started along C)
 LOCAL_SEARCH_SOLVERS = (1, 3)
+
+
+def searches_locally(params) -> bool:
+    """Whether ``-C`` runs the search of :mod:`lcoding.methods.local_search` (a local
+    coding ``-L``, ``-L auto`` or a kernel PCA map ``-t``) rather than LIBLINEAR's."""
+    return params.coding != 0 or params.kernel_type >= 0
 
 
 def check_search_parameter(params) -> None:

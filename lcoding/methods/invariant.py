@@ -652,12 +652,20 @@ def _train_linear(y, Z: np.ndarray, params: TrainParams, info, seed_path,
     return model
 
 
-def choose_landmarks(n: int, count: int, seed: int, seed_path: tuple) -> np.ndarray:
-    """The ``-X`` landmark rows (ascending ids) drawn for the seed path."""
+def _choose_landmarks(n: int, count: int, seed: int, seed_path: tuple) -> np.ndarray:
     if count >= n:
         return np.arange(n)
     rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_LANDMARKS, *seed_path)[0]))
     return np.sort(rng.choice(n, size=count, replace=False))
+
+
+def drawn_landmarks(rows: Rows, params: TrainParams, seed_path: tuple,
+                    X: np.ndarray | None = None) -> tuple:
+    """``(ids, landmarks)``: the ``-X`` landmark rows drawn for the seed path (ascending
+    ids) and their dense values -- from ``X`` when the caller has every row dense, else
+    only those rows made dense (a sparse set of many features would need 8 n d bytes)."""
+    ids = _choose_landmarks(rows.n_rows, int(params.n_landmarks), params.seed, seed_path)
+    return ids, (X[ids] if X is not None else dense_rows(rows.take(ids), rows.n_features))
 
 
 def _smo(K: np.ndarray, y_pm: np.ndarray, Cp: float, Cn: float, squared_hinge: bool, eps: float,
@@ -720,8 +728,8 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
     n, d = rows.n_rows, rows.n_features
     method = params.invariance
     gamma_inv = float(params.invariance_gamma)
-    # the plain kernel PCA map needs only its landmarks dense, not every row (a sparse
-    # set of many features would not fit: 8 n d bytes)
+    # the plain kernel PCA map needs only its landmarks dense, not every row
+    # (drawn_landmarks)
     X = dense_rows(rows, d) if method != 0 or tangents is not None or params.tangents else None
     if tangents is not None:
         dX, tangent_name = _check_tangents(tangents, n, d), "user"
@@ -743,8 +751,7 @@ def train_kernel_model(y: np.ndarray, rows: Rows, params: TrainParams,
                            rho=inner.rho, param=params)
 
     if method in (0, 1, 4):
-        landmark_ids = choose_landmarks(n, params.n_landmarks, params.seed, seed_path)
-        landmarks = X[landmark_ids] if X is not None else dense_rows(rows.take(landmark_ids), d)
+        landmark_ids, landmarks = drawn_landmarks(rows, params, seed_path, X)
         if method == 4:
             landmarks = virtual_landmarks(landmarks, dX[:, landmark_ids])
         invariant = method in (1, 4)

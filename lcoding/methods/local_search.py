@@ -313,11 +313,8 @@ class _KernelMapSetting:
     def __init__(self, fold: _Fold, kernel, params: TrainParams, counter: dict):
         self.fold = fold
         self.params = params
-        rows = fold.rows
-        ids = invariant.choose_landmarks(rows.n_rows, int(params.n_landmarks), params.seed,
-                                         fold.seed_path)
-        landmarks, gram = invariant.map_landmarks(
-            kernel, invariant.dense_rows(rows.take(ids), rows.n_features))
+        _, drawn = invariant.drawn_landmarks(fold.rows, params, fold.seed_path)
+        landmarks, gram = invariant.map_landmarks(kernel, drawn)
         P = invariant.kernel_pca_map(kernel, landmarks, gram=gram)
         counter["maps"] = counter.get("maps", 0) + 1
         self.mapped = rows_from_dense(

@@ -503,6 +503,7 @@ def test_the_plain_map_makes_only_its_landmarks_dense(monkeypatch):
     monkeypatch.setattr(inv, "dense_rows", recording)
     model = train_invariant(y, X, "-t 2 -g 0.5 -s 1 -B 1 -X 50 -q")
     assert shapes and max(s[0] for s in shapes) == 50
-    want = real(rows_from_sparse(X), 300)[inv.choose_landmarks(400, 50, 1, ())]
+    ids, _ = inv.drawn_landmarks(rows_from_sparse(X), parse_train_options("-X 50"), ())
+    want = real(rows_from_sparse(X), 300)[ids]
     keep = inv.map_landmarks(Kernel(2, gamma=0.5), want)[0]
     np.testing.assert_array_equal(model.points, keep)
