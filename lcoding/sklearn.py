@@ -1157,8 +1157,9 @@ class KQMetricsClassifier(_LcodingClassifier):
     the metrics, a quarter of the dimension (after the PCA) for the flats;
     ``sphere='auto'`` projects onto the sphere for the metrics only, ``affine='auto'``
     makes the flats affine, ``n_clusters='auto'`` is 8 metrics or about 3 q class rows
-    a flat (at most 32), ``n_restarts='auto'`` one set of metrics or a vote of 5 sets
-    of flats (``lcoding.methods.defaults``); ``n_jobs`` runs the restarts side by
+    a flat (at most 32), ``n_restarts='auto'`` one set of metrics or 5 sets of flats,
+    whose mean distance to each class decides (``lcoding.methods.defaults``; several
+    sets of metrics vote); ``n_jobs`` runs the restarts side by
     side (the same model);
     ``pca_components='auto'`` is 50 capped at the features: the PCA centres the rows,
     and the metrics score subspaces through the origin, so raw features far from 0
@@ -1182,7 +1183,8 @@ class KQMetricsClassifier(_LcodingClassifier):
         Param("sphere", "-Z", "project onto the unit sphere ('auto': metrics yes, flats no)"),
         Param("offset", "-z", "constant coordinate appended (0: none)"),
         Param("affine", "-y", "solver='flats': affine flats ('auto': yes for the flats)"),
-        Param("n_restarts", "-W", "restarts voting in one model ('auto': metrics 1, flats 5)"),
+        Param("n_restarts", "-W", "restarts in one model ('auto': metrics 1, flats 5); "
+                                  "affine flats average them, metrics vote"),
         Param("mu1", "-U", "own-class margin"),
         Param("mu2", "-V", "other-class margin"),
         Param("dt", "-D", "time step"),
@@ -1236,7 +1238,7 @@ class KQMetricsClassifier(_LcodingClassifier):
         else:
             p = int(_check_number("pca_components", self.pca_components, low=1, integer=True))
         if auto_solver:
-            # the flats' vote where they suit (three classes or more, two dimensions
+            # the flats' restarts where they suit (three classes or more, two dimensions
             # or more: lcoding.methods.defaults.flats_suit), else the metrics
             n_classes = int(np.unique(_data(y_train, "solver='auto'")).size)
             flats = flats_suit(n_classes, p or _data(rows, "solver='auto'") and d)
@@ -1297,7 +1299,7 @@ class KQMetricsClassifier(_LcodingClassifier):
                 raise ValueError("affine=True: affine flats are solver='flats' (-s 41)")
             opts.append(("-y", "1"))
         if self.n_restarts == "auto":
-            # the flats vote FLATS_RESTARTS restarts (cheap, and the largest gain of
+            # the flats average FLATS_RESTARTS restarts (cheap, and the largest gain of
             # any flats setting: 3-fold CV on letter 4.17 -> 2.79 %, usps 1.91 -> 1.43 %,
             # mnist (16k rows) 3.14 -> 2.37 %); a metrics restart costs its passes
             restarts = FLATS_RESTARTS if st == 41 else 1

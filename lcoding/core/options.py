@@ -448,7 +448,8 @@ TRAIN_OPTIONS = (
     Option("-Z", "kq_sphere", int, "1", "-s 40, 41: project points onto the unit sphere (0/1)",
            origin="lcoding", metavar="0/1", group="kq", domain=_choices(0, 1)),
     Option("-W", "kq_restarts", int, "1",
-           "-s 40, 41: independent restarts in one model, predicting by majority vote",
+           "-s 40, 41: independent restarts in one model; affine flats (-y 1) predict by "
+           "their mean distance to each class, the others by majority vote",
            origin="lcoding", metavar="r", group="kq", domain=_at_least(1)),
     Option("-y", "kq_affine", int, "0",
            "-s 41: 1 affine flats (centre + q directions, nearest flat; the paper's k q-flats), "

@@ -237,9 +237,10 @@ def test_flat_scores_match_definition():
 
 
 def test_class_scores_of_flats_are_the_max_of_their_flat_scores():
-    """_kq.flat_class_scores reduces each class's k flat scores in the kernel: the same
-    numbers as flat_scores followed by NumPy's max (bit for bit), over several row
-    blocks and chunks, and a NaN score makes its class's NaN (as NumPy's max)."""
+    """_kq.flat_class_scores reduces each class's k flat scores in the kernel: the
+    numbers of flat_scores followed by NumPy's max, up to rounding (the prediction
+    kernel folds the flats' offsets into its products), over several row blocks, and a
+    NaN score makes its class's NaN (as NumPy's max)."""
     rng = np.random.default_rng(5)
     C, k, q, d = 3, 4, 2, 6
     X = rng.standard_normal((700, d))
@@ -248,10 +249,20 @@ def test_class_scores_of_flats_are_the_max_of_their_flat_scores():
     Z = np.empty((700, C * k))
     _kq.flat_scores(X, W, centres, q, Z)
     want = Z.reshape(700, C, k).max(axis=2)
+    # the definition: minus the squared distance to the flat (orthonormal or not, the
+    # formula ||x - c||^2 - ||F (x - c)||^2)
+    diff = X[:, None, :] - centres[None, :, :]
+    proj = np.einsum("mtd,nmd->nmt", W.reshape(C * k, q, d), diff)
+    direct = (proj ** 2).sum(axis=2) - (diff ** 2).sum(axis=2)
+    np.testing.assert_allclose(Z, direct, rtol=1e-12, atol=1e-12 * np.abs(direct).max())
     out = np.empty((700, C))
     _kq.flat_class_scores(X, W, centres, q, k, out)
-    np.testing.assert_array_equal(out, want)
-    np.testing.assert_array_equal(class_scores(X, W, C, k, q, centres), want)
+    tol = 1e-13 * np.abs(want).max()
+    np.testing.assert_allclose(out, want, rtol=1e-13, atol=tol)
+    np.testing.assert_array_equal(class_scores(X, W, C, k, q, centres), out)
+    small = np.empty((700, C))
+    _kq.flat_class_scores(X, W, centres, q, k, small, 7)      # 100 blocks of 7 rows
+    np.testing.assert_allclose(small, out, rtol=1e-13, atol=tol)
     X[5, 0] = np.nan
     _kq.flat_class_scores(X, W, centres, q, k, out)
     assert np.isnan(out[5]).all() and not np.isnan(out[[4, 6]]).any()
@@ -490,6 +501,44 @@ def test_binary_problem_and_labels():
     assert list(model.label) == [1, -1]        # LIBLINEAR's +1-first rule
     assert model.decision_values(as_rows(X)).shape == (100, 2)
     assert np.array_equal(predict_labels(model, X), y)
+
+
+def test_affine_flats_average_their_restarts(tmp_path):
+    """-s 41 -y 1 with several restarts predicts by the restarts' mean class score
+    (minus the mean squared distance to each class's nearest flat), recorded in the
+    model file as restart_rule mean; the metrics keep the vote and write nothing."""
+    rng = np.random.default_rng(21)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 8, 40)
+    X = X + 0.4 * rng.standard_normal(X.shape)
+    model = train(y, X, "-s 41 -k 3 -Q 2 -y 1 -W 4 -S 2")
+    assert model.restart_rule == "mean"
+    rows = as_rows(X)
+    pre = model.preprocess.transform(rows)
+    mean = sum(model.class_scores(pre, r) for r in range(4)) / 4
+    np.testing.assert_allclose(model.decision_values(rows), mean, rtol=1e-13, atol=1e-13)
+    assert (model.decision_values(rows) <= 0).all()
+    np.testing.assert_array_equal(predict_labels(model, X),
+                                  model.label[np.argmax(mean, axis=1)])
+    path = tmp_path / "flats.model"
+    save_model_file(path, model)
+    text = path.read_text()
+    assert "\naffine 1\nrestart_rule mean\n" in text
+    loaded = load_model_file(path)
+    assert loaded.restart_rule == "mean" and model_to_text(loaded) == text
+    np.testing.assert_array_equal(loaded.decision_values(rows), model.decision_values(rows))
+    # a file without the line (written before the rule existed) votes, as it did
+    old = model_from_text(text.replace("restart_rule mean\n", ""))
+    assert old.restart_rule == "vote"
+    votes = np.zeros((X.shape[0], 3))
+    for r in range(4):
+        votes[np.arange(X.shape[0]), np.argmax(model.class_scores(pre, r), axis=1)] += 1
+    np.testing.assert_array_equal(np.floor(old.decision_values(rows)), votes)
+    with pytest.raises(ValueError, match="restart_rule"):
+        model_from_text(text.replace("restart_rule mean", "restart_rule median"))
+    # one restart: nothing to combine, nothing written; the metrics vote
+    assert "restart_rule" not in model_to_text(train(y, X, "-s 41 -k 3 -Q 2 -y 1 -W 1"))
+    metrics = train(y, X, "-s 40 -k 2 -Q 2 -E 2 -W 3")
+    assert metrics.restart_rule == "vote" and "restart_rule" not in model_to_text(metrics)
 
 
 # ------------------------------------------------------------------ files and options
@@ -787,6 +836,8 @@ def test_predict_labels_stops_scoring_decided_votes(monkeypatch, opts):
     rng = np.random.default_rng(16)
     X, y, _ = subspace_data(rng, 4, 2, 2, 8, 80)
     model = train(y, X, opts + " -S 3")
+    # affine flats average their restarts (a vote: a model file without restart_rule)
+    model.restart_rule = "vote"
     rows = as_rows(X)
     expected = model.labels_from_values(model.decision_values(rows))
     scored = []
@@ -820,6 +871,7 @@ def test_vote_labels_equal_the_full_rule_on_random_scores(monkeypatch, affine):
     X0, y0, _ = subspace_data(np.random.default_rng(18), 2, 1, 2, 4, 20)
     model = train(y0, X0, "-s 41 -k 1 -Q 1 -y 1 -W 2" if affine else "-s 40 -k 1 -Q 1 -E 1 -W 2")
     assert model.affine == affine
+    model.restart_rule = "vote"     # affine flats train with "mean"; older files vote
     rng = np.random.default_rng(17)
     for trial in range(200):
         n_class, W, n = int(rng.integers(2, 8)), int(rng.integers(1, 7)), 300
