@@ -38,7 +38,7 @@ RUNS = [
     ("letter", "-s 32 -L 1 -A 100 -k 8 -B 1 -u 1 -c 1 -T 10000 -m 2",
      "the same, tail-averaged SGD"),
     ("letter", "-s 41 -k 32 -Q 4 -l 16 -Z 0 -z 0.5 -y 1 -W 5",
-     "affine k q-flats, a vote of 5: KQMetricsClassifier() on 26 classes"),
+     "affine k q-flats, the mean of 5 restarts: KQMetricsClassifier() on 26 classes"),
 ]
 
 

@@ -162,7 +162,7 @@ class TrainParams:
     kq_pass: int = 2               # -F  0 stochastic, 1 / 2 semi-stochastic
     kq_pca: int = 0                # -l  PCA dimensions (0: none)
     kq_sphere: int = 1             # -Z  project onto the unit sphere
-    kq_restarts: int = 1           # -W  restarts voting in one model
+    kq_restarts: int = 1           # -W  restarts in one model (vote or mean)
     kq_affine: int = 0             # -y  -s 41: affine flats (the paper's eq. 1) instead of subspaces
     kq_select: int = 0             # -x  choose (k, q, mu) on the last 20 % of the training rows
     kq_offset: float = 0.0         # -z  constant coordinate appended to every point (0: none)

@@ -862,6 +862,51 @@ def test_predict_labels_stops_scoring_decided_votes(monkeypatch, opts):
         model.predict_labels(rows)
 
 
+def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
+    """The affine flats' mean of restarts: predict_labels gives the labels of the
+    decision values exactly (several data sets, classes, restarts and seeds), scores
+    the later restarts only on rows still open, falls back to scoring every restart
+    when a file's flats are not contractive, and a NaN score takes the checked path."""
+    from lcoding.methods import kq as kq_module
+    real = kq_module.KQModel.class_scores
+    scored = []
+
+    def counting(self, Z, restart=0):
+        scored.append(Z.shape[0])
+        return real(self, Z, restart)
+    monkeypatch.setattr(kq_module.KQModel, "class_scores", counting)
+    early = 0
+    for trial, (n_class, W, noise) in enumerate([(3, 5, 0.3), (4, 2, 0.6), (5, 6, 0.2),
+                                                 (2, 4, 0.4), (6, 3, 1.0)]):
+        rng = np.random.default_rng(40 + trial)
+        X, y, _ = subspace_data(rng, n_class, 2, 2, 8, 60)
+        X = X + noise * rng.standard_normal(X.shape)
+        model = train(y, X, f"-s 41 -k 3 -Q 2 -y 1 -W {W} -S {trial}")
+        assert model.restart_rule == "mean"
+        rows = as_rows(X)
+        expected = model.labels_from_values(model.decision_values(rows))
+        scored.clear()
+        np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
+        assert scored[0] == X.shape[0] and sum(scored) <= W * X.shape[0]
+        early += W * X.shape[0] - sum(scored)
+    assert early > 0                    # some rows were decided before the last restart
+    # flats that stretch (a hand-made file): no early decision, the same labels
+    model.metrics *= 3.0
+    model._contractive_flats = None
+    expected = model.labels_from_values(model.decision_values(rows))
+    scored.clear()
+    np.testing.assert_array_equal(model.predict_labels(rows), expected)
+    assert sum(scored) == W * X.shape[0]
+
+    def nan_scores(self, Z, restart=0):
+        out = real(self, Z, restart)
+        out[0, 0] = np.nan
+        return out
+    monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_scores)
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict_labels(rows)
+
+
 @pytest.mark.parametrize("affine", [False, True])
 def test_vote_labels_equal_the_full_rule_on_random_scores(monkeypatch, affine):
     """The early-stopping vote against the full rule on random scores: 2-7 classes,
