@@ -826,6 +826,20 @@ def test_pca_gram_by_dense_blocks_or_sparse_product(monkeypatch):
                                (dense_rows.T @ dense_rows).toarray(), rtol=1e-12)
 
 
+def _assert_nan_score_raises(monkeypatch, model, rows, real):
+    """A NaN class score makes predict_labels take the checked path: a ValueError
+    naming the NaN, never a label."""
+    from lcoding.methods import kq as kq_module
+
+    def nan_scores(self, Z, restart=0):
+        out = real(self, Z, restart)
+        out[0, 0] = np.nan
+        return out
+    monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_scores)
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict_labels(rows)
+
+
 @pytest.mark.parametrize("opts", ["-s 41 -k 3 -Q 2 -y 1 -W 5", "-s 40 -k 2 -Q 2 -E 3 -W 3",
                                   "-s 41 -k 2 -Q 2 -W 4"])
 def test_predict_labels_stops_scoring_decided_votes(monkeypatch, opts):
@@ -853,13 +867,7 @@ def test_predict_labels_stops_scoring_decided_votes(monkeypatch, opts):
     assert scored[0] == X.shape[0] and len(scored) <= model.n_restarts
     assert sum(scored) < model.n_restarts * X.shape[0]
 
-    def nan_scores(self, Z, restart=0):
-        out = real(self, Z, restart)
-        out[0, 0] = np.nan
-        return out
-    monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_scores)
-    with pytest.raises(ValueError, match="NaN"):
-        model.predict_labels(rows)
+    _assert_nan_score_raises(monkeypatch, model, rows, real)
 
 
 def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
@@ -898,13 +906,7 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
     assert sum(scored) == W * X.shape[0]
 
-    def nan_scores(self, Z, restart=0):
-        out = real(self, Z, restart)
-        out[0, 0] = np.nan
-        return out
-    monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_scores)
-    with pytest.raises(ValueError, match="NaN"):
-        model.predict_labels(rows)
+    _assert_nan_score_raises(monkeypatch, model, rows, real)
 
 
 @pytest.mark.parametrize("affine", [False, True])
