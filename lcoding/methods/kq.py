@@ -498,6 +498,11 @@ class KQModel(Model):
     squared distances to the flats.  ``restart_rule`` (:data:`RESTART_RULES`): how
     several restarts combine."""
 
+    # class-level defaults: a model pickled before these attributes existed votes, as
+    # it did, and finds out on first use whether its flats are contractive
+    restart_rule = "vote"
+    _contractive_flats = None
+
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
                  k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote"):
         self._set_header(solver_type, nr_class, label, nr_feature, -1.0)
@@ -564,7 +569,9 @@ class KQModel(Model):
         class score s (in [0, 1), so it only breaks ties; affine flats, whose scores s
         are <= 0: ``exp(s) / 2``).
         ``n_threads`` caps the BLAS threads (see :func:`blas_threads`)."""
-        with blas_threads(n_threads):
+        # scores that overflow (+inf and -inf summed: NaN) are caught and named by
+        # decision_values, without NumPy's warning on top
+        with blas_threads(n_threads), np.errstate(invalid="ignore"):
             return self._values_of(self.preprocess.transform(rows))
 
     def _values_of(self, X: np.ndarray) -> np.ndarray:
@@ -602,7 +609,7 @@ class KQModel(Model):
         :meth:`_mean_labels`)."""
         if self.n_restarts == 1:
             return super().predict_labels(rows, n_threads=n_threads)
-        with blas_threads(n_threads):
+        with blas_threads(n_threads), np.errstate(invalid="ignore"):
             X = self.preprocess.transform(rows)
             winners = (self._vote_labels(X) if self.restart_rule == "vote"
                        else self._mean_labels(X))
@@ -633,7 +640,7 @@ class KQModel(Model):
         that class, so the later restarts score only the rows still open.  letter's
         mean of 5: about 3.2 restarts a row, usps 3.5, mnist 3.8.  The open rows'
         scores are summed in restart order, as :meth:`_mean_scores` sums them.  None
-        when a score is NaN."""
+        when a sum is NaN (the checked path then names the row)."""
         n, n_class, W = X.shape[0], self.nr_class, self.n_restarts
         total = np.zeros((n, n_class))
         winners = np.empty(n, dtype=np.int64)
@@ -641,10 +648,9 @@ class KQModel(Model):
         early = self.affine and n_class >= 2 and self._contractive()
         sq = np.einsum("ij,ij->i", X, X)
         for r in range(W):
-            scores = self.class_scores(X if open_rows.size == n else X[open_rows], r)
-            if np.isnan(scores).any():
+            total[open_rows] += self.class_scores(X if open_rows.size == n else X[open_rows], r)
+            if np.isnan(total[open_rows]).any():   # a NaN score, or +inf and -inf summed
                 return None
-            total[open_rows] += scores
             if r == W - 1 or not early:
                 continue
             T = total[open_rows]
@@ -686,7 +692,7 @@ class KQModel(Model):
         the other restarts vote (the tie term of the values is below 1), so the later
         restarts score only the rows still open.  letter's vote of 5: most rows are
         unanimous after 3 restarts.  The open rows' values are summed in restart
-        order, as :meth:`_values_of` sums them.  None when a score is NaN."""
+        order, as :meth:`_values_of` sums them.  None when a sum is NaN."""
         n, n_class, W = X.shape[0], self.nr_class, self.n_restarts
         votes = np.zeros((n, n_class))
         total = np.zeros((n, n_class))
@@ -694,10 +700,10 @@ class KQModel(Model):
         open_rows = np.arange(n)
         for r in range(W):
             scores = self.class_scores(X if open_rows.size == n else X[open_rows], r)
-            if np.isnan(scores).any():
+            total[open_rows] += scores
+            if np.isnan(total[open_rows]).any():   # a NaN score, or +inf and -inf summed
                 return None
             votes[open_rows, np.argmax(scores, axis=1)] += 1.0
-            total[open_rows] += scores
             if r == W - 1 or n_class < 2:
                 break
             v = votes[open_rows]

@@ -535,6 +535,14 @@ def test_affine_flats_average_their_restarts(tmp_path):
     np.testing.assert_array_equal(np.floor(old.decision_values(rows)), votes)
     with pytest.raises(ValueError, match="restart_rule"):
         model_from_text(text.replace("restart_rule mean", "restart_rule median"))
+    # a model pickled before the rule existed (no such attributes) votes, as it did
+    state = {key: v for key, v in vars(model).items()
+             if key not in ("restart_rule", "_contractive_flats")}
+    pickled_before = object.__new__(KQModel)
+    pickled_before.__dict__.update(state)
+    assert pickled_before.restart_rule == "vote"
+    np.testing.assert_array_equal(pickled_before.decision_values(rows), old.decision_values(rows))
+    np.testing.assert_array_equal(pickled_before.predict_labels(rows), old.predict_labels(rows))
     # one restart: nothing to combine, nothing written; the metrics vote
     assert "restart_rule" not in model_to_text(train(y, X, "-s 41 -k 3 -Q 2 -y 1 -W 1"))
     metrics = train(y, X, "-s 40 -k 2 -Q 2 -E 2 -W 3")
@@ -836,6 +844,16 @@ def _assert_nan_score_raises(monkeypatch, model, rows, real):
         out[0, 0] = np.nan
         return out
     monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_scores)
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict_labels(rows)
+
+    def opposite_infinities(self, Z, restart=0):
+        # +inf in one restart and -inf in the next (flats of a file that stretch, on
+        # huge rows): finite-free scores whose sum is NaN
+        out = real(self, Z, restart)
+        out[0, 0] = np.inf if restart == 0 else -np.inf
+        return out
+    monkeypatch.setattr(kq_module.KQModel, "class_scores", opposite_infinities)
     with pytest.raises(ValueError, match="NaN"):
         model.predict_labels(rows)
 
