@@ -196,7 +196,7 @@ def test_reader_files(tmp_path_factory, data, kind, cut, truncate):
 MODEL_OPTIONS = ["-s 1", "-s 4", "-s 11", "-s 21", "-s 1 -L 1 -A 3 -k 2", "-s 1 -L 4 -A 2",
                  "-s 31 -L 3 -A 3", "-s 40 -k 1 -Q 2", "-s 1 -t 2 -X 20", "-t 2 -H 2",
                  "-s 1 -L 2 -A 3 -k 2 -K 1 -B 1", "-s 30 -L 5 -A 2", "-s 41 -k 1 -Q 1 -l 2 -y 1",
-                 "-s 3 -B 1"]
+                 "-s 41 -k 2 -Q 1 -y 1 -W 3", "-s 3 -B 1"]
 
 
 @pytest.fixture(scope="module")

@@ -218,6 +218,11 @@ def test_kq_checks():
     expect_error(set_key(text, "unit_sphere", "2"), line_no(text, "unit_sphere"), "unit_sphere")
     expect_error(text.replace("KQ_METRICS\n", "KQ_FLATS\n", 1), 1, "coding")
     expect_error(set_key(text, "nr_feature", "0"), 4, "nr_feature 0")
+    # affine flats of several restarts record how they combine them
+    flats = text_of("-s 41 -k 1 -Q 2 -y 1 -W 2")
+    assert "\nrestart_rule mean\n" in flats
+    expect_error(set_key(flats, "restart_rule", "median"), line_no(flats, "restart_rule"),
+                 "restart_rule")
 
 
 def test_every_kind_still_loads_from_a_file(tmp_path):
