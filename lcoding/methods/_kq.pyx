@@ -88,32 +88,6 @@ def metric_norms(const double[:, ::1] X,   # IN (n, d) rows (preprocessed, dense
         free(P)
 
 
-cdef Py_ssize_t _check_flats(const double[:, ::1] X, const double[:, ::1] W,
-                             const double[:, ::1] centres, double[:, ::1] out,
-                             Py_ssize_t q, Py_ssize_t k, Py_ssize_t block) except -1:
-    # the shapes of flat_scores (k = 1: one column per flat) and flat_class_scores
-    # (one column per class of k flats); returns the number of classes
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], mq = W.shape[0], M
-    cdef tuple w_shape = (W.shape[0], W.shape[1]), c_shape = (centres.shape[0], centres.shape[1])
-    cdef tuple out_shape = (out.shape[0], out.shape[1])
-    if q < 1 or mq % q != 0:
-        raise ValueError(f"flat rows ({mq}) are not a multiple of q = {q}")
-    M = mq // q
-    if k < 1 or M % k != 0:
-        raise ValueError(f"{M} flats are not a multiple of k = {k}")
-    if w_shape[1] != d or c_shape[1] != d:
-        raise ValueError(f"flats have {w_shape[1]} / centres {c_shape[1]} columns, the "
-                         f"rows have {d}")
-    if c_shape[0] != M:
-        raise ValueError(f"{c_shape[0]} centres for {M} flats")
-    if out_shape[0] != n or out_shape[1] != M // k:
-        raise ValueError(f"out has shape ({out_shape[0]}, {out_shape[1]}), expected "
-                         f"({n}, {M // k})")
-    if block < 1:
-        raise ValueError(f"block = {block}: must be >= 1")
-    return M // k
-
-
 def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
                 const double[:, ::1] W,        # IN (M*q, d) flat bases (orthonormal rows)
                 const double[:, ::1] centres,  # IN (M, d) flat centres c_m
@@ -122,29 +96,9 @@ def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
                 Py_ssize_t block=256):
     """Affine flats: out[r, m] = ||F_m (x_r - c_m)||^2 - ||x_r - c_m||^2, i.e. minus the
     squared distance of x_r to the flat c_m + span(F_m) when F_m has orthonormal rows
-    (the largest score is the nearest flat).  Two dgemm per block of rows
-    (:func:`flat_scores_rows`, the training kernel's scoring)."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], mq = W.shape[0], M
-    cdef double* P = NULL
-    cdef double* Q = NULL
-    cdef double* B = NULL
-    cdef double* cc = NULL
-    M = _check_flats(X, W, centres, out, q, 1, block)
-    if n == 0 or M == 0:
-        return
-    # one allocation: the products P (block, M q) and Q (block, M), B (M q), cc (M)
-    P = <double*>malloc((block * mq + block * M + mq + M) * sizeof(double))
-    if P == NULL:
-        raise MemoryError("flat_scores: cannot allocate the product blocks")
-    Q = P + block * mq
-    B = Q + block * M
-    cc = B + mq
-    try:
-        with nogil:
-            flat_scores_rows(&X[0, 0], n, d, &W[0, 0], &centres[0, 0], M, q, &out[0, 0],
-                             block, P, Q, B, cc)
-    finally:
-        free(P)
+    (the largest score is the nearest flat): :func:`flat_class_scores` with one flat a
+    class."""
+    flat_class_scores(X, W, centres, q, 1, out, block)
 
 
 def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
@@ -156,14 +110,14 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     """``out[r, c] = max_j flat_scores[r, c*k + j]``: each class's score, minus the
     squared distance to the nearest of its k flats (a NaN score makes the class's
     NaN, as NumPy's max).  Prediction scores every row against every flat (letter:
-    832 a restart), so the products are arranged for it (the training's
-    :func:`flat_scores` keeps its own): the rows get a constant 1 appended and one
+    832 a restart), so the products are arranged for it (the training kernel's
+    :func:`flat_scores_rows` keeps its own): the rows get a constant 1 appended and one
     dgemm a block of rows gives, against ``M (q + 1)`` precomputed rows,
     ``-2 x.c_m + ||c_m||^2`` and ``F_mt x - F_mt c_m`` -- the direction products
     direction-major (all flats' first direction, then their second...), so the
     score ``sum_t (F_mt x - F_mt c_m)^2 - ||x||^2 - (-2 x.c_m + ||c_m||^2)`` is a
     few contiguous, vectorised passes over the flats.  The scores equal
-    :func:`flat_scores`' up to rounding (the offsets enter the products).
+    :func:`flat_scores_rows`' up to rounding (the offsets enter the products).
     letter, one restart of 832 flats: 6.5 us a row, against 8.0 us with
     :func:`flat_scores_rows`' two dgemm, its offsets subtracted flat by flat in
     q-strided loops; the dgemm is now half of it, at the machine's peak rate."""
@@ -180,8 +134,21 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     cdef const double* srow
     cdef int iw, ib, id1
     cdef double one = 1.0, zero = 0.0
-    C = _check_flats(X, W, centres, out, q, k, block)
-    M = C * k
+    if q < 1 or mq % q != 0:
+        raise ValueError(f"flat rows ({mq}) are not a multiple of q = {q}")
+    M = mq // q
+    if k < 1 or M % k != 0:
+        raise ValueError(f"{M} flats are not a multiple of k = {k}")
+    C = M // k
+    if W.shape[1] != d or centres.shape[1] != d:
+        raise ValueError(f"flats have {W.shape[1]} / centres {centres.shape[1]} columns, the "
+                         f"rows have {d}")
+    if centres.shape[0] != M:
+        raise ValueError(f"{centres.shape[0]} centres for {M} flats")
+    if out.shape[0] != n or out.shape[1] != C:
+        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected ({n}, {C})")
+    if block < 1:
+        raise ValueError(f"block = {block}: must be >= 1")
     if n == 0 or C == 0:
         return
     width = M * (q + 1)
