@@ -642,47 +642,50 @@ class KQModel(Model):
         scores are summed in restart order, as :meth:`_mean_scores` sums them.  None
         when a sum is NaN (the checked path then names the row)."""
         n, n_class, W = X.shape[0], self.nr_class, self.n_restarts
-        total = np.zeros((n, n_class))
         winners = np.empty(n, dtype=np.int64)
-        open_rows = np.arange(n)
         early = self.affine and n_class >= 2 and self._contractive()
-        sq = np.einsum("ij,ij->i", X, X)
+        # the open rows, their squared norms and score sums, kept compact: one gather
+        # a restart, where rows were decided
+        open_rows, Xo, total = np.arange(n), X, np.zeros((n, n_class))
+        sq = np.einsum("ij,ij->i", X, X) if early else None
+        csq = np.einsum("rmd,rmd->rm", self.centres, self.centres) if early else None
         for r in range(W):
-            total[open_rows] += self.class_scores(X if open_rows.size == n else X[open_rows], r)
-            if np.isnan(total[open_rows]).any():   # a NaN score, or +inf and -inf summed
+            total += self.class_scores(Xo, r)
+            if np.isnan(total).any():       # a NaN score, or +inf and -inf summed
                 return None
             if r == W - 1 or not early:
                 continue
-            T = total[open_rows]
-            lead = np.argmax(T, axis=1)
-            lead_sum = T[np.arange(open_rows.size), lead]
-            second = np.partition(T, n_class - 2, axis=1)[:, n_class - 2]
-            rest, scale = self._lead_centre_distances(X[open_rows], sq[open_rows], lead, r + 1)
+            lead = np.argmax(total, axis=1)
+            lead_sum = total[np.arange(open_rows.size), lead]
+            second = np.partition(total, n_class - 2, axis=1)[:, n_class - 2]
+            rest, scale = self._lead_centre_distances(Xo, sq, csq, lead, r + 1)
             slack = 1e-9 * (np.abs(lead_sum) + np.abs(second) + rest + scale) + 1e-300
             decided = lead_sum - rest - slack > second
-            winners[open_rows[decided]] = lead[decided]
-            open_rows = open_rows[~decided]
-            if not open_rows.size:
-                return winners
-        winners[open_rows] = np.argmax(total[open_rows] / W, axis=1)
+            if decided.any():
+                winners[open_rows[decided]] = lead[decided]
+                keep = ~decided
+                open_rows, Xo, sq, total = open_rows[keep], Xo[keep], sq[keep], total[keep]
+                if not open_rows.size:
+                    return winners
+        winners[open_rows] = np.argmax(total / W, axis=1)
         return winners
 
-    def _lead_centre_distances(self, X, sq, lead, first):
-        """For each row of X and its class ``lead``: the sum over restarts ``first`` ..
-        W-1 of the squared distance to the nearest of the class's flat centres, and
-        the magnitude ``sum (||x||^2 + max ||c||^2)`` its rounding scales with; one
-        product per class over the rows it leads, against its centres in all those
-        restarts."""
+    def _lead_centre_distances(self, X, sq, csq, lead, first):
+        """For each row of X (squared norms ``sq``) and its class ``lead``: the sum over
+        restarts ``first`` .. W-1 of the squared distance to the nearest of the class's
+        flat centres (squared norms ``csq``, (W, C k)), and the magnitude ``sum
+        (||x||^2 + max ||c||^2)`` its rounding scales with; one product per class over
+        the rows it leads, against its centres in all those restarts."""
         k, d, R = self.k, self.dim, self.n_restarts - first
-        rest = np.zeros(X.shape[0])
-        scale = np.zeros(X.shape[0])
+        rest = np.empty(X.shape[0])
+        scale = np.empty(X.shape[0])
         for c in np.unique(lead):
             rows = np.flatnonzero(lead == c)
             centres = self.centres[first:, c * k:(c + 1) * k].reshape(R * k, d)
-            csq = np.einsum("ij,ij->i", centres, centres)
-            dist = sq[rows, None] - 2.0 * (X[rows] @ centres.T) + csq[None, :]
+            norms = csq[first:, c * k:(c + 1) * k]                      # (R, k)
+            dist = sq[rows, None] - 2.0 * (X[rows] @ centres.T) + norms.reshape(1, R * k)
             rest[rows] = np.maximum(dist.reshape(rows.size, R, k).min(axis=2), 0.0).sum(axis=1)
-            scale[rows] = R * sq[rows] + csq.reshape(R, k).max(axis=1).sum()
+            scale[rows] = R * sq[rows] + norms.max(axis=1).sum()
         return rest, scale
 
     def _vote_labels(self, X: np.ndarray):
@@ -694,27 +697,28 @@ class KQModel(Model):
         unanimous after 3 restarts.  The open rows' values are summed in restart
         order, as :meth:`_values_of` sums them.  None when a sum is NaN."""
         n, n_class, W = X.shape[0], self.nr_class, self.n_restarts
-        votes = np.zeros((n, n_class))
-        total = np.zeros((n, n_class))
         winners = np.empty(n, dtype=np.int64)
-        open_rows = np.arange(n)
+        # the open rows, their votes and score sums, kept compact (as _mean_labels)
+        open_rows, Xo = np.arange(n), X
+        votes, total = np.zeros((n, n_class)), np.zeros((n, n_class))
         for r in range(W):
-            scores = self.class_scores(X if open_rows.size == n else X[open_rows], r)
-            total[open_rows] += scores
-            if np.isnan(total[open_rows]).any():   # a NaN score, or +inf and -inf summed
+            scores = self.class_scores(Xo, r)
+            total += scores
+            if np.isnan(total).any():       # a NaN score, or +inf and -inf summed
                 return None
-            votes[open_rows, np.argmax(scores, axis=1)] += 1.0
+            votes[np.arange(open_rows.size), np.argmax(scores, axis=1)] += 1.0
             if r == W - 1 or n_class < 2:
                 break
-            v = votes[open_rows]
-            top2 = np.partition(v, n_class - 2, axis=1)[:, n_class - 2:]
+            top2 = np.partition(votes, n_class - 2, axis=1)[:, n_class - 2:]
             decided = top2[:, 1] >= top2[:, 0] + (W - 1 - r) + 1
-            winners[open_rows[decided]] = np.argmax(v[decided], axis=1)
-            open_rows = open_rows[~decided]
-            if not open_rows.size:
-                return winners
-        winners[open_rows] = np.argmax(votes[open_rows] + self._tie_term(total[open_rows] / W),
-                                       axis=1)
+            if decided.any():
+                winners[open_rows[decided]] = np.argmax(votes[decided], axis=1)
+                keep = ~decided
+                open_rows, Xo, votes, total = (open_rows[keep], Xo[keep], votes[keep],
+                                               total[keep])
+                if not open_rows.size:
+                    return winners
+        winners[open_rows] = np.argmax(votes + self._tie_term(total / W), axis=1)
         return winners
 
     def labels_from_values(self, dec: np.ndarray) -> np.ndarray:
