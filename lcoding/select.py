@@ -21,6 +21,11 @@ time budget ``budget_s``:
   and the learning curve follows the estimator as it would train there; so are
   ``KQMetricsClassifier(solver='flats')``'s (:data:`FLATS_RECIPE`, three classes or
   more: its flats per class follow the rows);
+* candidates that differ only in ``-c`` and whose folds' work does not depend on C
+  (kernel maps; local codings by ``-s 1, 3``: :func:`_families`) run as one unit:
+  each fold's map (anchors, codes) is built once, every C trains cold on it
+  (:class:`~lcoding.methods.local_search.SharedFolds`; the same CV errors as one by
+  one), and a rung keeps it for the members it passed over;
 * a candidate that fails (e.g. more planes than the rank allows) is skipped with a
   line in the table, never aborting the search;
 * before a rung starts, its cost is predicted from its candidates' trials in the
@@ -85,8 +90,9 @@ from lcoding.core.threads import blas_for_training, map_threads
 from lcoding.local.anchors import dense_rows
 from lcoding.methods.defaults import (KMEANS_ITER, flats_default_options, flats_suit,
                                       llsvm_default_options)
-from lcoding.methods.local_search import (coding_scale, find_kernel_map_parameters,
-                                          find_local_parameters)
+from lcoding.methods.local_search import (coding_scale, cross_validation_at_Cs,
+                                          find_kernel_map_parameters, find_local_parameters,
+                                          shares_fold_work)
 from lcoding.training import cross_validation, train_model
 
 ETA = 3                   # 1 / ETA of the candidates survive a rung; rows grow ETA-fold
@@ -107,6 +113,10 @@ GROWTH = 1.5              # predicted cost of a rung / the cost of the previous 
 # train more anchors than the rung's trial), and ijcnn1 at a tenth of the RBF SVM's
 # time ended 0.11 s past its 9.18 s budget
 REFIT_MARGIN = 1.25
+# a family's shared fold work (SharedFolds: kernel maps, anchors, codes) is kept through
+# its rung for the members the rung passed over while all kept take at most this much
+# (magic04's kernel map on all 12 680 rows: 3 folds of mapped rows, 0.3 GB)
+KEEP_SHARED_BYTES = 1 << 30
 # learning-curve ranking (from the second rung on): a candidate's CV error is
 # extrapolated to the next rung's rows by the power law through its last two rungs,
 # err(n) ~ n^-b with b clipped to [0, CURVE_MAX_EXPONENT] (more rows never hurt, and
@@ -317,6 +327,57 @@ def _survivors(results: list, keep: int, n_rows: int | None = None) -> list:
     return chosen
 
 
+def _families(cands: list, extra: str) -> dict:
+    """candidate -> its options without ``-c``, for the candidates whose folds' work
+    does not depend on C (:func:`~lcoding.methods.local_search.shares_fold_work`: a
+    kernel PCA map, a local coding by ``-s 1, 3``).  Candidates of a rung with the
+    same key are one setting at several C: :func:`cross_validation_at_Cs` builds each
+    fold's map (anchors, codes) once for all of them and trains every C cold, so that
+    their CV errors are the ones ``-v`` gives each alone.  On magic04 (1408 rows) the
+    three C of a kernel map took 0.91 s so, 1.74 s one by one; letter's (1300 rows)
+    3.8 s and 6.9 s; the local codings' anchors and codes are a few percent of their
+    trials."""
+    out = {}
+    for c, options in enumerate(cands):
+        try:
+            params = parse_train_options(options + extra)
+        except ValueError:
+            continue            # the trial reports it
+        if shares_fold_work(params):
+            out[c] = re.sub(r"(^| )-c \S+", "", options).strip()
+    return out
+
+
+def _units(candidates: list, families: dict) -> list:
+    """``candidates`` cut into the units a rung evaluates: those of one family (the
+    same key in ``families``) together, at the place of the first of them, the others
+    (key None or absent) alone."""
+    units, at = [], {}
+    for c in candidates:
+        key = families.get(c)
+        if key is None:
+            units.append([c])
+        elif key in at:
+            units[at[key]].append(c)
+        else:
+            at[key] = len(units)
+            units.append([c])
+    return units
+
+
+def _rung_cost(candidates: list, cost: dict, shared_cost: dict, families: dict) -> float:
+    """The predicted seconds of running ``candidates`` (in this order): each its
+    ``cost``, less its ``shared_cost`` (the folds' map) when one of its family ran
+    before it in the list."""
+    total, seen = 0.0, set()
+    for c in candidates:
+        key = families.get(c)
+        total += cost[c] - (shared_cost[c] if key is not None and key in seen else 0.0)
+        if key is not None:
+            seen.add(key)
+    return total
+
+
 def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left, info,
               cost: float):
     """The winner's ``C`` refined by the warm-started ``-C`` path of
@@ -390,6 +451,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         flats = [i for i, o in enumerate(cands) if o.startswith(FLATS_RECIPE)]
         if flats:
             recipes[flats[0]] = flats_default_options
+    # one setting at several C shares each fold's map (a recipe's options change by rung)
+    families = {c: key for c, key in _families(cands, extra).items() if c not in recipes}
     order = np.random.Generator(
         np.random.PCG64(rng_state(seed, PURPOSE_SELECT, ORDER_STREAM)[0])).permutation(n)
     sizes = _rung_sizes(n, len(cands), int(np.unique(y).size))
@@ -399,6 +462,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     first_rung: list | None = None  # ... and of the first rung (however far it ran)
     notes = []                  # what the budget did, in order
     last_seconds: dict = {}     # candidate -> seconds of its trial in the last rung
+    alone: dict = {}            # candidate -> seconds its latest trial would take alone
+    shared_of: dict = {}        # candidate -> of which the fold work shared with others
     measured: dict = {}         # candidate -> (rows, CV error) of its trials, rung by rung
     latest: dict = {}           # candidate -> (rows, seconds, CV error) of its latest trial
     out_of_budget = False
@@ -431,9 +496,12 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # GROWTH (the best-ranked are often the dearest: kernel maps); a rung of 1 / ETA
         # of the last one's candidates costs GROWTH times the last rung, more when
         # statistical ties went on (_survivors)
-        cost = {c: ETA * GROWTH * last_seconds.get(c, 0.0) / max(1, int(n_threads))
-                for c in survivors}
-        predicted = sum(cost.values())
+        # -- a candidate that shares its folds' map with one ranked before it (the same
+        # setting at another C, _families) pays only its own training
+        scale = ETA * GROWTH / max(1, int(n_threads))
+        cost = {c: scale * last_seconds.get(c, 0.0) for c in survivors}
+        shared_cost = {c: scale * shared_of.get(c, 0.0) for c in survivors}
+        predicted = _rung_cost(survivors, cost, shared_cost, families)
         # the budget holds the refit too: a rung runs only if the refit of whichever
         # of its candidates wins still fits after it
         refits = {c: refit_cost(n_r, cost[c] * max(1, int(n_threads))) for c in survivors}
@@ -449,9 +517,11 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             fitting, spent, held = [], 0.0, 0.0
             for c in survivors:
                 hold = max(held, refits[c])
-                if spent + cost[c] + hold <= left:
+                extra_cost = (_rung_cost(fitting + [c], cost, shared_cost, families)
+                              - _rung_cost(fitting, cost, shared_cost, families))
+                if spent + extra_cost + hold <= left:
                     fitting.append(c)
-                    spent, held = spent + cost[c], hold
+                    spent, held = spent + extra_cost, hold
             if len(fitting) < 2:
                 notes.append(f"stopped before rung {r} ({len(survivors)} candidates on {n_r} "
                              f"rows): predicted {predicted:.1f} s"
@@ -467,6 +537,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         ids = np.sort(order[:n_r])
         sub_y, sub_rows = y[ids], rows.take(ids)
         rung_options = {}
+        # family -> its SharedFolds in this rung, for passed-over members (memory bound)
+        rung_work: dict = {}
 
         def add_rung_options(cs, sub_y=sub_y, sub_rows=sub_rows):
             # a recipe candidate trains on a rung of fewer rows as the estimator would
@@ -475,28 +547,63 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                                      for c in cs if c in recipes})
         add_rung_options(survivors)
 
-        def evaluate(c, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
-            # the trial's own cost guessed as the rung's last one's (cheapest first)
-            options = rung_options.get(c, cands[c])
+        def evaluate(unit, guess=True, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
+            # the unit's candidates (one, or one setting at several C sharing each
+            # fold's map: _families) -> their trials; the unit's own cost guessed as
+            # the rung's last trial's (cheapest first), unless the caller predicted it
+            options = [rung_options.get(c, cands[c]) for c in unit]
             if time.perf_counter() - t_start + reserve() + \
-                    (last_trial[0] if latest else 0.0) > budget_s:
-                return Trial(r, options, n_r, None, 0.0, "not run: budget spent")
+                    (last_trial[0] if latest and guess else 0.0) > budget_s:
+                return [Trial(r, o, n_r, None, 0.0, "not run: budget spent") for o in options]
             t = time.perf_counter()
+            k = min(nr_fold, n_r)
             try:
-                params = parse_train_options(options + extra)
-                target = cross_validation(sub_y, sub_rows, params, min(nr_fold, n_r))
+                key = families.get(unit[0])
+                Cs = [parse_train_options(o + extra).C for o in options]
+                if key is None:
+                    params = parse_train_options(options[0] + extra)
+                    targets = [cross_validation(sub_y, sub_rows, params, k)]
+                    work, paid, own, note = None, 0.0, [time.perf_counter() - t], ""
+                elif key in rung_work:
+                    # passed-over members of a family that ran: its folds' map was kept
+                    work, paid, targets, own = rung_work[key], 0.0, [], []
+                    for C in Cs:
+                        t_c = time.perf_counter()
+                        targets.append(work.targets(C))
+                        own.append(time.perf_counter() - t_c)
+                    note = "each fold's map kept from the same setting's other C"
+                else:
+                    targets, work, paid, own = cross_validation_at_Cs(
+                        sub_y, sub_rows, parse_train_options(key + extra), Cs, k)
+                    note = (f"each fold's map shared by {len(unit)} values of C "
+                            f"({paid:.2f} s, a share here)" if len(unit) > 1 else "")
+                    if work.nbytes + sum(w.nbytes for w in list(rung_work.values())) \
+                            <= KEEP_SHARED_BYTES:
+                        rung_work[key] = work
             except (ValueError, ArithmeticError, MemoryError) as e:
-                return Trial(r, options, n_r, None, time.perf_counter() - t, f"skipped: {e}")
-            error, seconds = 100.0 * float(np.mean(target != sub_y)), time.perf_counter() - t
-            latest[c] = (n_r, seconds, error)
-            last_trial[0] = seconds
-            return Trial(r, options, n_r, error, seconds)
+                seconds = (time.perf_counter() - t) / len(unit)
+                return [Trial(r, o, n_r, None, seconds, f"skipped: {e}") for o in options]
+            out = []
+            shared = work.seconds if work is not None else 0.0
+            for c, o, target, s in zip(unit, options, targets, own):
+                error = 100.0 * float(np.mean(target != sub_y))
+                # alone: what the trial would have cost on its own (the next rung's and
+                # the refit's predictions); the table: what it cost here
+                latest[c] = (n_r, shared + s, error)
+                alone[c], shared_of[c] = shared + s, shared
+                out.append(Trial(r, o, n_r, error, paid / len(unit) + s, note))
+            last_trial[0] = time.perf_counter() - t
+            return out
 
         # n_threads > 1: the rung's candidates run side by side, each on one thread (the
         # kernels release the GIL); the trials are the same, in the same order
         results = []
+        units = _units(survivors, families)
         with blas_for_training(n_threads):     # the trials' own BLAS on one thread each
-            rung_trials = map_threads(evaluate, survivors, n_threads)
+            by_candidate = {c: trial for unit, unit_trials
+                            in zip(units, map_threads(evaluate, units, n_threads))
+                            for c, trial in zip(unit, unit_trials)}
+            rung_trials = [by_candidate[c] for c in survivors]
             # a second chance for the candidates the rung passed over, in rank order,
             # now that the rung's own time is known: each runs if its own last trial
             # times the rows' growth (without the rung's GROWTH margin) and its refit
@@ -506,10 +613,12 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # 6 of 10, then a kernel map it had passed over, with 10.5 s left
             for c in passed_over:
                 left = budget_s - (time.perf_counter() - t_start)
-                if cost[c] / GROWTH + refits[c] > left:
+                # the folds' map of its family may be kept from the rung (rung_work)
+                own = cost[c] - (shared_cost[c] if families.get(c) in rung_work else 0.0)
+                if own / GROWTH + refits[c] > left:
                     continue
                 add_rung_options([c])
-                trial = evaluate(c)
+                trial = evaluate([c], guess=False)[0]
                 if trial.note == "not run: budget spent":
                     break
                 survivors = survivors + [c]
@@ -526,8 +635,9 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                                        history[-1], n_next)
                 results.append((expected, trial.cv_error, c))
                 if expected != trial.cv_error:
+                    curve = f"learning curve: {expected:.2f} % on {n_next} rows"
                     trial = dataclasses.replace(
-                        trial, note=f"learning curve: {expected:.2f} % on {n_next} rows")
+                        trial, note=f"{trial.note}; {curve}" if trial.note else curve)
             elif trial.note == "not run: budget spent":
                 out_of_budget = True
             trials.append(trial)
@@ -536,7 +646,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                     else trial.note) + f" ({trial.seconds:.2f} s)"
                  + (f"; {trial.note}" if trial.cv_error is not None and trial.note else "")
                  + "\n")
-        last_seconds = {c: t.seconds for c, t in zip(survivors, trials[-len(survivors):])}
+        last_seconds = {c: alone[c] if latest.get(c, (None,))[0] == n_r and c in alone
+                        else t.seconds for c, t in zip(survivors, trials[-len(survivors):])}
         results.sort()
         if r == 0 and results:
             first_rung = [(err, c, 0) for _, err, c in results]

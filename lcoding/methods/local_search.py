@@ -55,6 +55,7 @@ The result's ``best_options`` is the option string that trains the winner.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -62,8 +63,8 @@ import numpy as np
 
 from lcoding.core.classes import class_costs, group_classes, one_vs_rest_jobs
 from lcoding.core.messages import Messages
-from lcoding.core.options import (TrainParams, check_parameter, check_search_parameter,
-                                  float_text, options_string)
+from lcoding.core.options import (CODING_AUTO, TrainParams, check_parameter,
+                                  check_search_parameter, float_text, options_string)
 from lcoding.core.params import CodingType, LLSVMParams, OCCParams
 from lcoding.core.model import LinearModel
 from lcoding.core.rows import Rows, rows_from_dense
@@ -370,12 +371,39 @@ def _solve_point(prob: BinaryProblem, point: TrainParams, quiet: Messages, loss:
     return done
 
 
+def _solve_fold(fold, setting, point: TrainParams, loss: str, quiet: Messages,
+                starts: dict, n_threads: int):
+    """One fold's one-vs-rest solves at one C (``point``) on its shared ``setting``,
+    each class's dual CD started from ``starts[class]`` (absent: cold, as ``-v``
+    trains it).  ``n_threads``: one binary problem's rows in that many threads (the
+    block-synchronous dual CD of :mod:`lcoding.linear.cocoa`, warm-started the same
+    way), else the one-vs-rest problems side by side.  Returns ``(alphas, w)``: each
+    class's dual point and the weight columns."""
+    C = float(point.C)
+    jobs = one_vs_rest_jobs(fold.class_index, fold.nr_class, fold.cost_factor * C, C,
+                            fold.rows.n_rows)
+    row_threads = n_threads if len(jobs) == 1 else 1
+
+    def solve(job):
+        c_pos, y_pm, Cp, Cn = job
+        prob = setting.problem(y_pm, Cp, Cn, c_pos)
+        return c_pos, _solve_point(prob, point, quiet, loss, row_threads, starts.get(c_pos),
+                                   getattr(setting, "stall_uncoded", False))
+
+    results = map_threads(solve, jobs, 1 if row_threads > 1 else n_threads)
+    alphas = {c_pos: res.alpha for c_pos, res in results}
+    return alphas, np.column_stack([setting.finish(c_pos, res) for c_pos, res in results])
+
+
+def _loss(params: TrainParams) -> str:
+    return "l2" if int(params.solver_type) == 1 else "l1"
+
+
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
               info: Messages, quiet: Messages, on_point) -> None:
     """The warm-started C path of one setting (one ``_*Setting`` per fold)."""
     l = y.shape[0]
-    st = int(search.solver_type)
-    loss = "l2" if st == 1 else "l1"
+    loss = _loss(search)
     target = np.empty(l)
     prev_alpha = [dict() for _ in folds]
     prev_w = [None] * len(folds)
@@ -387,25 +415,8 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
     while C <= MAX_C:
         point = search.replaced(C=C)
         for f, (fold, setting) in enumerate(zip(folds, settings)):
-            jobs = one_vs_rest_jobs(fold.class_index, fold.nr_class, fold.cost_factor * C, C,
-                                    fold.rows.n_rows)
-
-            # one binary problem and -m N: its rows in N threads (the block-synchronous
-            # dual CD of lcoding.linear.cocoa, warm-started the same way), else the
-            # one-vs-rest problems in N threads
-            row_threads = search.n_threads if len(jobs) == 1 else 1
-
-            def solve(job, f=f, setting=setting, row_threads=row_threads):
-                c_pos, y_pm, Cp, Cn = job
-                prob = setting.problem(y_pm, Cp, Cn, c_pos)
-                return c_pos, _solve_point(prob, point, quiet, loss, row_threads,
-                                           prev_alpha[f].get(c_pos),
-                                           getattr(setting, "stall_uncoded", False))
-
-            results = map_threads(solve, jobs, 1 if row_threads > 1 else search.n_threads)
-            for c_pos, res in results:
-                prev_alpha[f][c_pos] = res.alpha
-            w = np.column_stack([setting.finish(c_pos, res) for c_pos, res in results])
+            prev_alpha[f], w = _solve_fold(fold, setting, point, loss, quiet, prev_alpha[f],
+                                           search.n_threads)
             if prev_w[f] is not None and num_unchanged >= 0 \
                     and float(np.linalg.norm(w - prev_w[f])) > W_UNCHANGED:
                 num_unchanged = -1
@@ -456,6 +467,133 @@ def _search_inputs(y, rows: Rows, params: TrainParams, info, counter):
     if rows.n_rows == 0:
         raise ValueError("parameter search needs at least one training instance")
     return info, Messages(quiet=True), counter, y
+
+
+def _fold_anchors(folds, params: TrainParams, counter: dict) -> list:
+    """Each fold's LL-SVM anchors at ``params``' ``-A`` (seed path of ``-v``'s fold)."""
+    mp = LLSVMParams.from_train_params(params)
+    anchors = []
+    for f in folds:
+        counter["anchors"] = counter.get("anchors", 0) + 1
+        anchors.append(llsvm.learn_local_anchors(f.rows, f.class_index, mp, params.seed,
+                                                 f.seed_path))
+    return anchors
+
+
+def _llsvm_settings(folds, anchors, params: TrainParams, nr_feature: int, kernel_map,
+                    counter: dict) -> list:
+    """Each fold's codes at ``params``' coding (``-L``, ``-u``) of its anchors."""
+    mp = LLSVMParams.from_train_params(params)
+    settings = []
+    for f, a in zip(folds, anchors):
+        counter["codes"] = counter.get("codes", 0) + 1
+        settings.append(_LLSVMSetting(f, llsvm.local_coder(mp, a), params, nr_feature,
+                                      kernel_map))
+    return settings
+
+
+def shares_fold_work(params: TrainParams) -> bool:
+    """Whether :func:`cross_validation_at_Cs` evaluates these options: what ``-C``
+    searches besides LIBLINEAR's linear solvers -- the kernel PCA map (``-t``, ``-H
+    0``) or a local coding (LL-SVM ``-L 1, 2, 3, 6``, anchor planes ``-L 4, 5``),
+    trained by ``-s 1`` or ``3``."""
+    if params.coding == CODING_AUTO:
+        return False
+    try:
+        check_search_parameter(params)
+    except ValueError:
+        return False
+    return params.kernel_type >= 0 or params.coding in LLSVM_CODINGS + OCC_CODINGS
+
+
+def _held_bytes(obj, depth: int = 3) -> int:
+    """The bytes of the arrays an object holds (its attributes, rows, codes, lists of
+    them; ``depth`` levels down)."""
+    if isinstance(obj, np.ndarray):
+        return obj.nbytes
+    if depth == 0:
+        return 0
+    if isinstance(obj, (list, tuple)):
+        return sum(_held_bytes(v, depth - 1) for v in obj)
+    if isinstance(obj, dict):
+        return sum(_held_bytes(v, depth - 1) for v in obj.values())
+    if hasattr(obj, "__dict__"):
+        return sum(_held_bytes(v, depth - 1) for v in vars(obj).values())
+    if hasattr(obj, "_fields"):
+        return sum(_held_bytes(v, depth - 1) for v in obj)
+    return 0
+
+
+class SharedFolds:
+    """``-v``'s folds of one setting with the work that does not depend on C done once:
+    the kernel PCA map (landmarks, eigenproblem, mapped rows), or the anchors, planes
+    and codes of a local coding (options :func:`shares_fold_work` accepts).
+    :meth:`targets` trains every fold cold at a C on them, as ``-v`` at that C (the
+    first point of a ``-C`` path): the labels
+    :func:`lcoding.training.cross_validation` returns for the options at that C.
+
+    Why: the selector tries a setting at several C (:mod:`lcoding.select`); on
+    magic04 each fold's map of 1000 landmarks is 80-90 % of a trial's time at C = 1.
+    ``seconds``: the time the shared work took; ``nbytes``: the memory it holds."""
+
+    def __init__(self, y, rows: Rows, params: TrainParams, nr_fold: int,
+                 counter: dict | None = None):
+        if not shares_fold_work(params):
+            raise ValueError("SharedFolds: the options are neither a kernel PCA map nor a "
+                             "local coding trained by -s 1 or -s 3")
+        params = params.replaced(nr_fold=int(nr_fold))
+        check_parameter(params)
+        _, self._quiet, counter, self.y = _search_inputs(y, rows, params, None, counter)
+        t = time.perf_counter()
+        if params.kernel_type >= 0:
+            self.folds = _folds(self.y, rows, params, None)
+            kernel = invariant.kernel_from_params(params, rows.n_features)
+            self.settings = [_KernelMapSetting(f, kernel, params, counter) for f in self.folds]
+            self.search = invariant.linear_params(params)
+        else:
+            if params.coding in LLSVM_CODINGS:
+                llsvm.check_local_params(params)
+            else:
+                occ.check_occ_params(params)
+            kernel_map = kernel_map_of(params)
+            mapped = kernel_map(rows) if kernel_map is not None else rows
+            self.folds = _folds(self.y, mapped, params, None)
+            self.search = params.replaced()
+            if params.coding in OCC_CODINGS:
+                self.settings = [_OCCSetting(f, int(params.n_anchors), params,
+                                             mapped.n_features, counter) for f in self.folds]
+            else:
+                self.settings = _llsvm_settings(self.folds,
+                                                _fold_anchors(self.folds, params, counter),
+                                                params, rows.n_features, kernel_map, counter)
+        self.seconds = time.perf_counter() - t
+        self.nbytes = sum(_held_bytes(f) + _held_bytes(s)
+                          for f, s in zip(self.folds, self.settings))
+
+    def targets(self, C: float) -> np.ndarray:
+        """Every row's label predicted by the model of the fold that held it out,
+        trained cold at ``C``."""
+        point = self.search.replaced(C=float(C))
+        target = np.empty(self.y.shape[0])
+        for fold, setting in zip(self.folds, self.settings):
+            _, w = _solve_fold(fold, setting, point, _loss(self.search), self._quiet, {},
+                               self.search.n_threads)
+            target[fold.test_ids] = setting.predict(w, point)
+        return target
+
+
+def cross_validation_at_Cs(y, rows: Rows, params: TrainParams, C_values, nr_fold: int,
+                           counter: dict | None = None):
+    """``-v``'s predictions at each C of ``C_values`` on one :class:`SharedFolds`.
+    Returns ``(targets, shared, shared_seconds, seconds)``: one prediction array per
+    C, the shared work, its seconds, and each C's seconds."""
+    shared = SharedFolds(y, rows, params, nr_fold, counter)
+    targets, seconds = [], []
+    for C in C_values:
+        t = time.perf_counter()
+        targets.append(shared.targets(C))
+        seconds.append(time.perf_counter() - t)
+    return targets, shared, shared.seconds, seconds
 
 
 def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | None = None,
@@ -515,22 +653,12 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
                       "A=%d\t" % A, info, quiet, record(A, u))
             continue
         sp = search.replaced(n_anchors=A)
-        mp = LLSVMParams.from_train_params(sp)
-        anchors = []
-        for f in folds:
-            counter["anchors"] = counter.get("anchors", 0) + 1
-            anchors.append(llsvm.learn_local_anchors(f.rows, f.class_index, mp, params.seed,
-                                                     f.seed_path))
+        anchors = _fold_anchors(folds, sp, counter)
         us = [float(params.coding_param)] if c_only else coding_grid(sp, folds[0].rows,
                                                                       anchors[0])
         for u in us:
             su = sp.replaced(coding_param=u)
-            mpu = LLSVMParams.from_train_params(su)
-            settings = []
-            for f, a in zip(folds, anchors):
-                counter["codes"] = counter.get("codes", 0) + 1
-                settings.append(_LLSVMSetting(f, llsvm.local_coder(mpu, a), su, nr_feature,
-                                              kernel_map))
+            settings = _llsvm_settings(folds, anchors, su, nr_feature, kernel_map, counter)
             _run_path(y, folds, settings, su, C0, "A=%d\tu=%g\t" % (A, u), info, quiet,
                       record(A, u))
     if not points:

@@ -532,3 +532,108 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
             else flats[0]
         assert t.options == expected, (t.n_rows, t.options)
     assert f"-k {flats_clusters(tried[0].n_rows, 4, 1)} " in tried[0].options
+
+
+# --------------------------------------------- one setting at several C: shared folds
+def test_one_setting_at_several_C_shares_each_folds_map(small, monkeypatch):
+    """Candidates that differ only in -c (a kernel PCA map here) run as one unit: each
+    fold's map is built once for all of them (one SharedFolds), and every trial's CV
+    error is still the one -v gives its options alone."""
+    y, X = small
+    y, X = y[:600], X[:600]
+    built = []
+    real = sel.cross_validation_at_Cs
+
+    def counting(*args, **kwargs):
+        built.append(args[2])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sel, "cross_validation_at_Cs", counting)
+    monkeypatch.setattr(sel, "MIN_ROWS", 600)
+    cands = [f"-s 1 -t 2 -g 0.5 -X 80 -B 1 -c {c}" for c in ("1", "10", "100")] \
+        + ["-s 2 -B 1 -c 1"]
+    result = sel.select(y, X, budget_s=300, seed=2, candidates=cands, refit=False,
+                        refine_C=False)
+    assert len(built) == 1 and built[0].kernel_type == 2
+    first = [t for t in result.trials if t.rung == 0]
+    assert [t.options for t in first] == cands
+    for t in first:
+        params = parse_train_options(t.options + " -S 2 -q")
+        assert 100 * np.mean(cross_validation(y, _rows(X), params, 3) != y) == t.cv_error
+    assert all("each fold's map shared by 3 values of C" in t.note for t in first[:3])
+    assert first[3].note == ""
+
+
+def test_families_are_the_options_without_C():
+    extra = " -S 1 -q"
+    cands = ["-s 1 -t 2 -g 0.5 -X 80 -B 1 -c 1", "-s 1 -t 2 -g 0.5 -X 80 -B 1 -c 10",
+             "-s 1 -L 2 -B 1 -A 50 -k 8 -u 3 -I 10 -c 1", "-s 3 -L 4 -B 1 -A 4 -u 1 -c 2",
+             "-s 2 -B 1 -c 1", "-s 41 -k 8 -Q 3 -l 2", "-s 2 -L 2 -A 9 -k 4 -u 1 -c 3",
+             "-s 1 -t 2 -H 1 -X 40 -c 1", "-s 1 -t 2 -g oops"]
+    fam = sel._families(cands, extra)
+    assert fam == {0: "-s 1 -t 2 -g 0.5 -X 80 -B 1", 1: "-s 1 -t 2 -g 0.5 -X 80 -B 1",
+                   2: "-s 1 -L 2 -B 1 -A 50 -k 8 -u 3 -I 10", 3: "-s 3 -L 4 -B 1 -A 4 -u 1"}
+    # a rung's units: a family together at the place of its first member
+    assert sel._units([4, 1, 2, 0, 3], fam) == [[4], [1, 0], [2], [3]]
+    # its cost: a later member of a family pays only its own training
+    cost = {0: 10.0, 1: 9.0, 2: 1.0, 4: 0.5}
+    shared = {0: 6.0, 1: 6.0, 2: 0.2, 4: 0.0}
+    assert sel._rung_cost([1, 0, 2, 4], cost, shared, fam) == 9.0 + 4.0 + 1.0 + 0.5
+    assert sel._rung_cost([0], cost, shared, fam) == 10.0
+
+
+def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
+    """A rung that passes over a member of a family whose others ran keeps the
+    family's fold work (SharedFolds) and runs the member after all when its own
+    training fits in what is left -- alone, with a new map, it would not."""
+    import types
+    clock = [0.0]
+    monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    y = (X[:, 0] > 0).astype(float)
+    builds = []
+
+    class FakeFolds:
+        # the map: 1 s per 100 rows; each C's training as much again
+        def __init__(self, sub_y):
+            self.sub_y, self.nbytes = sub_y, 1000
+            self.seconds = sub_y.size / 100
+            clock[0] += self.seconds
+
+        def targets(self, C):
+            clock[0] += self.sub_y.size / 100
+            wrong = int(round(self.sub_y.size * 5 * abs(C - 3.0) / 100))
+            out = self.sub_y.copy()
+            out[:wrong] = 1.0 - out[:wrong]
+            return out
+
+    def fake_at_Cs(sub_y, sub_rows, params, Cs, nr_fold):
+        builds.append(sub_rows.n_rows)
+        t0 = clock[0]
+        work = FakeFolds(sub_y)
+        targets, own = [], []
+        for C in Cs:
+            t = clock[0]
+            targets.append(work.targets(C))
+            own.append(clock[0] - t)
+        assert clock[0] - t0 == work.seconds + sum(own)
+        return targets, work, work.seconds, own
+
+    monkeypatch.setattr(sel, "cross_validation_at_Cs", fake_at_Cs)
+    monkeypatch.setattr(sel, "MIN_ROWS", 100)
+    monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
+    cands = [f"-s 1 -L 4 -B 1 -A 2 -u 1 -c {c}" for c in range(1, 10)]
+    # rung 0 (300 rows): one unit, 3 s map + 9 x 3 s = 30 s; each trial alone 6 s.
+    # rung 1 (900 rows): C = 3, 2, 4 predicted at 4.5 x 6 s, then 4.5 x 3 s each
+    # (= 54 s); 42 s left: C = 3 and 2 run (27 s), then C = 4's own 13.5 s / 1.5 = 9 s
+    # fits in the 15 s left on the kept map (alone, 18 s, it would not)
+    result = sel.select(y, X, budget_s=72, seed=1, candidates=cands, refit=False,
+                        refine_C=False)
+    rung1 = [t for t in result.trials if t.rung == 1]
+    assert [t.options[-4:] for t in rung1] == ["-c 3", "-c 2", "-c 4"]
+    assert builds == [300, 900]
+    assert rung1[2].note == "each fold's map kept from the same setting's other C"
+    assert "ran the best 2 of its 3 candidates that fit" in result.note
+    assert "then ran -s 1 -L 4 -B 1 -A 2 -u 1 -c 4 too (15.0 s left)" in result.note
+    assert clock[0] <= 72 and result.best_options.endswith("-c 3")

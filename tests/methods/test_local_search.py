@@ -422,3 +422,54 @@ def test_kernel_map_search_from_the_command_line(tmp_path, capsys, small):
     out = capsys.readouterr().out
     assert out.startswith("Doing parameter search with 5-fold cross validation.")
     assert "Best C = " in out and "Best options: -s 1 -t 2 -X 40 -B 1 -q -g " in out
+
+
+# ------------------------------------- SharedFolds: one setting's folds at several C
+@pytest.mark.parametrize("options,work", [
+    ("-s 1 -t 2 -g 0.5 -X 60 -B 1", {"maps": 3}),
+    ("-s 1 -L 2 -B 1 -A 12 -k 4 -u 2", {"anchors": 3, "codes": 3}),
+    ("-s 3 -L 1 -A 8 -k 4", {"anchors": 3, "codes": 3}),
+    ("-s 1 -L 5 -u 3 -B 1 -K 1 -A 6", {"codes": 3}),
+    ("-s 1 -L 4 -u 1 -B 1 -A 2", {"codes": 3}),
+])
+def test_shared_folds_train_every_C_as_cross_validation(small, options, work):
+    """cross_validation_at_Cs: the labels -v gives at each C, exactly, with each
+    fold's map (anchors, planes, codes) built once for all the C."""
+    y, rows = small
+    counter = {}
+    Cs = [0.25, 1.0, 16.0]
+    targets, shared, seconds, own = local_search.cross_validation_at_Cs(
+        y, rows, parse_train_options(options + " -S 4 -q"), Cs, 3, counter=counter)
+    for key, count in work.items():
+        assert counter[key] == count
+    assert seconds == shared.seconds >= 0 and len(own) == 3 and shared.nbytes > 0
+    for C, target in zip(Cs, targets):
+        params = parse_train_options(options + f" -c {C:g} -S 4 -q")
+        np.testing.assert_array_equal(target, cross_validation(y, rows, params, 3))
+
+
+def test_shared_folds_with_three_classes():
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(240, 3))
+    y = np.argmax(X[:, :2] @ rng.normal(size=(2, 3)), axis=1).astype(float)
+    from lcoding.core.rows import as_rows
+    rows = as_rows(X, "x")
+    for options in ("-s 1 -t 2 -X 50 -B 1", "-s 1 -L 2 -B 1 -A 9 -k 3 -u 1"):
+        params = parse_train_options(options + " -S 1 -q")
+        targets, *_ = local_search.cross_validation_at_Cs(y, rows, params, [0.5, 4.0], 4)
+        for C, target in zip((0.5, 4.0), targets):
+            np.testing.assert_array_equal(
+                target, cross_validation(y, rows, params.replaced(C=C), 4))
+
+
+def test_what_shares_fold_work():
+    yes = ["-s 1 -t 2 -X 60", "-s 3 -L 2 -A 9 -k 4", "-s 1 -L 6 -A 9 -k 4",
+           "-s 1 -L 4 -u 1 -A 3", "-s 1 -L 2 -K 3 -A 9 -k 4"]
+    no = ["-s 2 -B 1", "-s 0", "-s 2 -L 2 -A 9 -k 4", "-s 41 -k 8 -Q 3 -l 2",
+          "-s 1 -t 2 -H 1 -X 40", "-s 1 -L auto", "-s 1 -L 4 -u 1.5 -A 3"]
+    for options in yes:
+        assert local_search.shares_fold_work(parse_train_options(options)), options
+    for options in no:
+        assert not local_search.shares_fold_work(parse_train_options(options)), options
+    with pytest.raises(ValueError, match="neither a kernel PCA map nor a local coding"):
+        local_search.SharedFolds(np.zeros(4), None, parse_train_options("-s 2"), 2)
