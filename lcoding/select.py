@@ -113,6 +113,9 @@ GROWTH = 1.5              # predicted cost of a rung / the cost of the previous 
 # train more anchors than the rung's trial), and ijcnn1 at a tenth of the RBF SVM's
 # time ended 0.11 s past its 9.18 s budget
 REFIT_MARGIN = 1.25
+# when no candidate's refit fits in what the search left (a busy machine), the winner
+# may overrun the budget by this fraction of it for a better model than the quickest
+REFIT_GRACE = 0.1
 # a family's shared fold work (SharedFolds: kernel maps, anchors, codes) is kept through
 # its rung for the members the rung passed over while all kept take at most this much
 # (magic04's kernel map on all 12 680 rows: 3 folds of mapped rows, 0.3 GB)
@@ -539,6 +542,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         rung_options = {}
         # family -> its SharedFolds in this rung, for passed-over members (memory bound)
         rung_work: dict = {}
+        wanted = {families[c] for c in passed_over if c in families}
 
         def add_rung_options(cs, sub_y=sub_y, sub_rows=sub_rows):
             # a recipe candidate trains on a rung of fewer rows as the estimator would
@@ -546,6 +550,18 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                 rung_options.update({c: recipes[c](sub_rows, int(np.unique(sub_y).size))
                                      for c in cs if c in recipes})
         add_rung_options(survivors)
+
+        def _family_refit(c, predicted, n_r=n_r):
+            # the refit of c predicted from the latest trial of its family on this
+            # rung's rows (the same map and rows; the dearest if several), else as
+            # before the rung: magic04's -c 100 at a tenth of the RBF SVM's time was
+            # held back by a refit predicted at 4.5 s from the second rung's trial
+            # (x 4.5 for the rows and GROWTH), where -c 10's trial on all rows tells
+            # 2.1 s (its refit: 1.5 s)
+            key = families.get(c)
+            seen = [latest[m][1] for m, k in families.items()
+                    if k == key and key is not None and m in latest and latest[m][0] == n_r]
+            return refit_cost(n_r, max(seen)) if seen else predicted
 
         def evaluate(unit, guess=True, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
             # the unit's candidates (one, or one setting at several C sharing each
@@ -566,19 +582,19 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                     work, paid, own, note = None, 0.0, [time.perf_counter() - t], ""
                 elif key in rung_work:
                     # passed-over members of a family that ran: its folds' map was kept
-                    work, paid, targets, own = rung_work[key], 0.0, [], []
-                    for C in Cs:
-                        t_c = time.perf_counter()
-                        targets.append(work.targets(C))
-                        own.append(time.perf_counter() - t_c)
+                    work = rung_work[key]
+                    targets, paid, own = work.targets_at(Cs)
                     note = "each fold's map kept from the same setting's other C"
                 else:
+                    # kept only for a member the rung passed over (its second chance)
+                    kept = sum(w.nbytes for w in list(rung_work.values()))
+                    room = max(0, KEEP_SHARED_BYTES - kept) if key in wanted else 0
                     targets, work, paid, own = cross_validation_at_Cs(
-                        sub_y, sub_rows, parse_train_options(key + extra), Cs, k)
+                        sub_y, sub_rows, parse_train_options(key + extra), Cs, k,
+                        keep_bytes=room)
                     note = (f"each fold's map shared by {len(unit)} values of C "
                             f"({paid:.2f} s, a share here)" if len(unit) > 1 else "")
-                    if work.nbytes + sum(w.nbytes for w in list(rung_work.values())) \
-                            <= KEEP_SHARED_BYTES:
+                    if work.complete:
                         rung_work[key] = work
             except (ValueError, ArithmeticError, MemoryError) as e:
                 seconds = (time.perf_counter() - t) / len(unit)
@@ -613,9 +629,10 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # 6 of 10, then a kernel map it had passed over, with 10.5 s left
             for c in passed_over:
                 left = budget_s - (time.perf_counter() - t_start)
-                # the folds' map of its family may be kept from the rung (rung_work)
+                # the folds' map of its family may be kept from the rung (rung_work),
+                # and the refit is better told by a member's trial on this rung's rows
                 own = cost[c] - (shared_cost[c] if families.get(c) in rung_work else 0.0)
-                if own / GROWTH + refits[c] > left:
+                if own / GROWTH + _family_refit(c, refits[c]) > left:
                     continue
                 add_rung_options([c])
                 trial = evaluate([c], guess=False)[0]
@@ -671,14 +688,28 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # the best-ranked candidate whose refit fits in what is left of the budget
         # (ijcnn1 at a 9 s budget: the kernel map leads the first rung, but its refit
         # on all 49 990 rows takes 9 s, the LL-SVM's 0.8 s); none: the quickest refit
+        # When none fits, the budget is overrun whatever wins: then the best-ranked
+        # whose refit overruns it by at most REFIT_GRACE of the budget, else the
+        # quickest.  (letter at a tenth of the RBF SVM's 316 s on a machine busy
+        # with another job: the first rung spent the budget, and the quickest refit
+        # -- the linear SVM's, 36 % CV error, 0.7 s -- won over the flats' 14.7 %,
+        # 0.8 s, with 0.4 s left)
         left = budget_s - (time.perf_counter() - t_start)
         fits = [t for t in ranked if predicted_refit(t[1]) <= left]
-        chosen = fits[0] if fits else min(ranked, key=lambda t: predicted_refit(t[1]))
-        if chosen is not winner:
-            notes.append(f"the refit of {cands[winner[1]]} (predicted "
-                         f"{predicted_refit(winner[1]):.1f} s) does not fit in the "
-                         f"{max(left, 0.0):.1f} s left; the best-ranked candidate whose "
-                         f"refit " + ("fits" if fits else "is quickest") + " won")
+        graced = [t for t in ranked
+                  if predicted_refit(t[1]) <= max(left, 0.0) + REFIT_GRACE * budget_s]
+        chosen = (fits or graced or [min(ranked, key=lambda t: predicted_refit(t[1]))])[0]
+        if chosen is not winner or not fits:
+            how = ("fits" if fits else f"overruns the budget by at most "
+                   f"{REFIT_GRACE * budget_s:.1f} s" if graced else "is quickest")
+            if chosen is not winner:
+                notes.append(f"the refit of {cands[winner[1]]} (predicted "
+                             f"{predicted_refit(winner[1]):.1f} s) does not fit in the "
+                             f"{max(left, 0.0):.1f} s left; the best-ranked candidate "
+                             f"whose refit {how} won")
+            else:
+                notes.append(f"no refit fits in the {max(left, 0.0):.1f} s left; the "
+                             f"best-ranked candidate's refit {how}")
             winner = chosen
     if winner is not None and refine_C:
         left = budget_s - (time.perf_counter() - t_start) - predicted_refit(winner[1])

@@ -525,75 +525,111 @@ def _held_bytes(obj, depth: int = 3) -> int:
 
 
 class SharedFolds:
-    """``-v``'s folds of one setting with the work that does not depend on C done once:
-    the kernel PCA map (landmarks, eigenproblem, mapped rows), or the anchors, planes
-    and codes of a local coding (options :func:`shares_fold_work` accepts).
-    :meth:`targets` trains every fold cold at a C on them, as ``-v`` at that C (the
-    first point of a ``-C`` path): the labels
+    """``-v``'s folds of one setting, each fold's work that does not depend on C done
+    once for several C: the kernel PCA map (landmarks, eigenproblem, mapped rows), or
+    the anchors, planes and codes of a local coding (options :func:`shares_fold_work`
+    accepts).  :meth:`targets_at` trains every fold cold at each C on it, as ``-v``
+    at that C (the first point of a ``-C`` path): the labels
     :func:`lcoding.training.cross_validation` returns for the options at that C.
 
     Why: the selector tries a setting at several C (:mod:`lcoding.select`); on
     magic04 each fold's map of 1000 landmarks is 80-90 % of a trial's time at C = 1.
-    ``seconds``: the time the shared work took; ``nbytes``: the memory it holds."""
+
+    Memory: a fold at a time, as ``-v`` -- its map is dropped before the next fold's
+    is built -- unless ``keep_bytes`` holds it: then the folds' work is kept (while
+    all kept take at most ``keep_bytes``) and a later :meth:`targets_at` reuses it.
+    ``seconds``: the time one pass over the folds' shared work takes; ``nbytes``: the
+    bytes kept; ``complete``: every fold's work is kept."""
 
     def __init__(self, y, rows: Rows, params: TrainParams, nr_fold: int,
-                 counter: dict | None = None):
+                 counter: dict | None = None, keep_bytes: int = 0):
         if not shares_fold_work(params):
             raise ValueError("SharedFolds: the options are neither a kernel PCA map nor a "
                              "local coding trained by -s 1 or -s 3")
         params = params.replaced(nr_fold=int(nr_fold))
         check_parameter(params)
-        _, self._quiet, counter, self.y = _search_inputs(y, rows, params, None, counter)
-        t = time.perf_counter()
-        if params.kernel_type >= 0:
-            self.folds = _folds(self.y, rows, params, None)
-            kernel = invariant.kernel_from_params(params, rows.n_features)
-            self.settings = [_KernelMapSetting(f, kernel, params, counter) for f in self.folds]
-            self.search = invariant.linear_params(params)
-        else:
+        _, self._quiet, self._counter, self.y = _search_inputs(y, rows, params, None, counter)
+        if params.kernel_type < 0:
             if params.coding in LLSVM_CODINGS:
                 llsvm.check_local_params(params)
             else:
                 occ.check_occ_params(params)
-            kernel_map = kernel_map_of(params)
-            mapped = kernel_map(rows) if kernel_map is not None else rows
-            self.folds = _folds(self.y, mapped, params, None)
-            self.search = params.replaced()
-            if params.coding in OCC_CODINGS:
-                self.settings = [_OCCSetting(f, int(params.n_anchors), params,
-                                             mapped.n_features, counter) for f in self.folds]
-            else:
-                self.settings = _llsvm_settings(self.folds,
-                                                _fold_anchors(self.folds, params, counter),
-                                                params, rows.n_features, kernel_map, counter)
-        self.seconds = time.perf_counter() - t
-        self.nbytes = sum(_held_bytes(f) + _held_bytes(s)
-                          for f, s in zip(self.folds, self.settings))
+        self._params = params
+        self._kernel_map = kernel_map_of(params) if params.kernel_type < 0 else None
+        self._rows = self._kernel_map(rows) if self._kernel_map is not None else rows
+        self._nr_feature = rows.n_features
+        self._nr_fold, self._perm, self._start = search_folds(self._rows.n_rows, params, None)
+        self.search = (invariant.linear_params(params) if params.kernel_type >= 0
+                       else params.replaced())
+        self._keep_bytes = int(keep_bytes)
+        self._kept: dict = {}
+        self.seconds = 0.0
+        self.nbytes = 0
 
-    def targets(self, C: float) -> np.ndarray:
-        """Every row's label predicted by the model of the fold that held it out,
-        trained cold at ``C``."""
-        point = self.search.replaced(C=float(C))
-        target = np.empty(self.y.shape[0])
-        for fold, setting in zip(self.folds, self.settings):
-            _, w = _solve_fold(fold, setting, point, _loss(self.search), self._quiet, {},
-                               self.search.n_threads)
-            target[fold.test_ids] = setting.predict(w, point)
-        return target
+    @property
+    def complete(self) -> bool:
+        return len(self._kept) == self._nr_fold
+
+    def _fold_work(self, f: int):
+        """Fold f (``-v``'s, seed path ``(f + 1,)``) and its C-free work."""
+        perm, start, params = self._perm, self._start, self._params
+        fold = _Fold(f + 1, self.y, self._rows,
+                     np.concatenate([perm[:start[f]], perm[start[f + 1]:]]),
+                     perm[start[f]:start[f + 1]], params)
+        if params.kernel_type >= 0:
+            kernel = invariant.kernel_from_params(params, self._nr_feature)
+            return fold, _KernelMapSetting(fold, kernel, params, self._counter)
+        if params.coding in OCC_CODINGS:
+            return fold, _OCCSetting(fold, int(params.n_anchors), params,
+                                     self._rows.n_features, self._counter)
+        anchors = _fold_anchors([fold], params, self._counter)
+        return fold, _llsvm_settings([fold], anchors, params, self._nr_feature,
+                                     self._kernel_map, self._counter)[0]
+
+    def targets_at(self, C_values):
+        """``(targets, shared_seconds, seconds)``: for each C of ``C_values`` every
+        row's label predicted by the model of the fold that held it out, trained cold
+        at C; the seconds spent on the folds' shared work in this call (0 when all was
+        kept), and each C's seconds of training and prediction."""
+        Cs = [float(C) for C in C_values]
+        targets = [np.empty(self.y.shape[0]) for _ in Cs]
+        seconds = [0.0] * len(Cs)
+        shared = 0.0
+        loss = _loss(self.search)
+        for f in range(self._nr_fold):
+            if f in self._kept:
+                fold, setting = self._kept[f]
+            else:
+                t = time.perf_counter()
+                fold, setting = self._fold_work(f)
+                shared += time.perf_counter() - t
+            for i, C in enumerate(Cs):
+                t = time.perf_counter()
+                point = self.search.replaced(C=C)
+                _, w = _solve_fold(fold, setting, point, loss, self._quiet, {},
+                                   self.search.n_threads)
+                targets[i][fold.test_ids] = setting.predict(w, point)
+                seconds[i] += time.perf_counter() - t
+            if f not in self._kept:
+                held = _held_bytes(fold) + _held_bytes(setting)
+                if self.nbytes + held <= self._keep_bytes:
+                    self._kept[f] = (fold, setting)
+                    self.nbytes += held
+            del fold, setting            # a fold not kept is freed before the next
+        if shared:
+            self.seconds = max(self.seconds, shared)
+        return targets, shared, seconds
 
 
 def cross_validation_at_Cs(y, rows: Rows, params: TrainParams, C_values, nr_fold: int,
-                           counter: dict | None = None):
-    """``-v``'s predictions at each C of ``C_values`` on one :class:`SharedFolds`.
-    Returns ``(targets, shared, shared_seconds, seconds)``: one prediction array per
-    C, the shared work, its seconds, and each C's seconds."""
-    shared = SharedFolds(y, rows, params, nr_fold, counter)
-    targets, seconds = [], []
-    for C in C_values:
-        t = time.perf_counter()
-        targets.append(shared.targets(C))
-        seconds.append(time.perf_counter() - t)
-    return targets, shared, shared.seconds, seconds
+                           counter: dict | None = None, keep_bytes: int = 0):
+    """``-v``'s predictions at each C of ``C_values`` on one :class:`SharedFolds`
+    (``keep_bytes``: see there).  Returns ``(targets, shared, shared_seconds,
+    seconds)``: one prediction array per C, the :class:`SharedFolds`, the seconds of
+    the folds' shared work, and each C's seconds."""
+    shared = SharedFolds(y, rows, params, nr_fold, counter, keep_bytes)
+    targets, shared_seconds, seconds = shared.targets_at(C_values)
+    return targets, shared, shared_seconds, seconds
 
 
 def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | None = None,

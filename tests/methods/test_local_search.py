@@ -439,13 +439,56 @@ def test_shared_folds_train_every_C_as_cross_validation(small, options, work):
     counter = {}
     Cs = [0.25, 1.0, 16.0]
     targets, shared, seconds, own = local_search.cross_validation_at_Cs(
-        y, rows, parse_train_options(options + " -S 4 -q"), Cs, 3, counter=counter)
+        y, rows, parse_train_options(options + " -S 4 -q"), Cs, 3, counter=counter,
+        keep_bytes=1 << 30)
     for key, count in work.items():
         assert counter[key] == count
-    assert seconds == shared.seconds >= 0 and len(own) == 3 and shared.nbytes > 0
+    assert seconds == shared.seconds >= 0 and len(own) == 3
+    assert shared.complete and shared.nbytes > 0
     for C, target in zip(Cs, targets):
         params = parse_train_options(options + f" -c {C:g} -S 4 -q")
         np.testing.assert_array_equal(target, cross_validation(y, rows, params, 3))
+    # the kept work gives the same labels again without building anything
+    again, paid, _ = shared.targets_at(Cs[::-1])
+    assert paid == 0.0 and all(counter[key] == count for key, count in work.items())
+    for target, twice in zip(targets, again[::-1]):
+        np.testing.assert_array_equal(target, twice)
+
+
+def test_shared_folds_hold_one_fold_at_a_time_unless_asked(small, monkeypatch):
+    import gc
+    import weakref
+    """Without keep_bytes the folds' maps are built and dropped one after another (the
+    memory of -v); a budget too small for all of them keeps what fits, and a later
+    call rebuilds only the others."""
+    y, rows = small
+    params = parse_train_options("-s 1 -t 2 -g 0.5 -X 60 -B 1 -S 4 -q")
+    counter = {}
+    _, lean, _, _ = local_search.cross_validation_at_Cs(y, rows, params, [1.0], 3,
+                                                        counter=counter)
+    assert lean.nbytes == 0 and not lean.complete and counter["maps"] == 3
+    live = []
+    real = local_search._KernelMapSetting.__init__
+
+    def tracking(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        live.append(weakref.ref(self))
+        alive = [r for r in live if r() is not None]
+        assert len(alive) == 1, [gc.get_referrers(r()) for r in alive[:-1]]
+    monkeypatch.setattr(local_search._KernelMapSetting, "__init__", tracking)
+    lean.targets_at([2.0])
+    assert counter["maps"] == 6 and len(live) == 3
+    monkeypatch.undo()
+    one = local_search._held_bytes(local_search.SharedFolds(
+        y, rows, params, 3, keep_bytes=1 << 30)._fold_work(0)[1])
+    part = local_search.SharedFolds(y, rows, params, 3, counter=counter,
+                                    keep_bytes=int(1.5 * one) + 200_000)
+    first, _, _ = part.targets_at([1.0])
+    assert 0 < len(part._kept) < 3 and not part.complete
+    before = counter["maps"]
+    second, paid, _ = part.targets_at([1.0])
+    assert counter["maps"] - before == 3 - len(part._kept) and paid > 0
+    np.testing.assert_array_equal(first[0], second[0])
 
 
 def test_shared_folds_with_three_classes():
