@@ -116,6 +116,7 @@ def test_predict_errors(files, capsys):
     assert "can't open input file" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_scripts_installed():
     import shutil
     import subprocess

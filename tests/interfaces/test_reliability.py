@@ -65,6 +65,7 @@ def test_model_without_features_predicts_like_liblinear(options, tmp_path):
     assert proc.stdout.split("\n")[:2] == ["[2.0] [2.0]", "[2.0] 0"]
 
 
+@pytest.mark.slow
 def test_model_without_features_with_bias_predicts_from_the_bias(tmp_path):
     proc = run_python("""
         from lcoding.liblinearutil import train, predict
@@ -96,6 +97,7 @@ w
 """
 
 
+@pytest.mark.slow
 def test_sixteen_line_model_file_without_features(tmp_path):
     path = tmp_path / "dim0.model"
     path.write_text(NO_FEATURE_MODEL)
@@ -110,6 +112,7 @@ def test_sixteen_line_model_file_without_features(tmp_path):
     assert proc.stdout.strip() == "[2.0, 2.0]"
 
 
+@pytest.mark.slow
 def test_cli_without_features(tmp_path):
     train_file = tmp_path / "empty.train"
     train_file.write_text("1\n2\n" * 60)
@@ -227,6 +230,7 @@ def test_decision_values_that_overflow_to_nan_are_a_clear_error():
     assert np.isinf(values).any() and not np.isnan(values).any()
 
 
+@pytest.mark.slow
 def test_cli_writes_no_model_file_when_training_refuses(tmp_path):
     y, X = _huge_problem()
     data = tmp_path / "huge.train"

@@ -213,11 +213,11 @@ def test_predict_output_failure_leaves_no_temporary_file(model, tmp_path, monkey
 
 def test_stale_check_is_cheap(tmp_path, monkeypatch):
     """The check reads only the folder listing: no process lookup and no stat for a
-    file that is not one of lcoding's temporary files (2000 ordinary files)."""
-    for i in range(2000):
+    file that is not one of lcoding's temporary files (500 ordinary files)."""
+    for i in range(500):
         (tmp_path / f"f{i}").write_text("")
     looked_up = []
     monkeypatch.setattr(atomic, "_pid_alive", lambda pid: looked_up.append(pid) or False)
     assert atomic.remove_stale_temp_files(str(tmp_path)) == 0
     assert looked_up == []
-    assert len(list(tmp_path.iterdir())) == 2000
+    assert len(list(tmp_path.iterdir())) == 500

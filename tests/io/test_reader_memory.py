@@ -69,6 +69,7 @@ except MemoryError as err:
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="needs Linux /proc")
 def test_memory_error_names_the_allocation(tmp_path):
     path = tmp_path / "many.txt"

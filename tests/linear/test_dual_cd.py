@@ -50,6 +50,7 @@ def test_dual_cd_reaches_reference_optimum(loss, bias, rng):
     np.testing.assert_allclose(res.w, Z.T @ (y * res.alpha), atol=1e-9)
 
 
+@pytest.mark.slow
 def test_same_seed_same_model_bit_for_bit(shared_data):
     y, X, _, _ = shared_data("ijcnn1")
     a = train_model(y, as_rows(X), parse_train_options("-s 1 -q -S 7"))
