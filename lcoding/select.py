@@ -517,14 +517,17 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # fits (a dear one that does not is passed over for cheaper ones ranked
             # after it: ijcnn1's kernel maps, predicted at 23-34 s each on all rows,
             # and two LL-SVMs at 2-4 s)
-            fitting, spent, held = [], 0.0, 0.0
+            fitting, spent, held, paid_for = [], 0.0, 0.0, set()
             for c in survivors:
                 hold = max(held, refits[c])
-                extra_cost = (_rung_cost(fitting + [c], cost, shared_cost, families)
-                              - _rung_cost(fitting, cost, shared_cost, families))
+                # as _rung_cost: the family's map is paid by the first of it that runs
+                key = families.get(c)
+                extra_cost = cost[c] - (shared_cost[c] if key in paid_for else 0.0)
                 if spent + extra_cost + hold <= left:
                     fitting.append(c)
                     spent, held = spent + extra_cost, hold
+                    if key is not None:
+                        paid_for.add(key)
             if len(fitting) < 2:
                 notes.append(f"stopped before rung {r} ({len(survivors)} candidates on {n_r} "
                              f"rows): predicted {predicted:.1f} s"
@@ -575,10 +578,10 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             k = min(nr_fold, n_r)
             try:
                 key = families.get(unit[0])
-                Cs = [parse_train_options(o + extra).C for o in options]
+                parsed = [parse_train_options(o + extra) for o in options]
+                Cs = [p.C for p in parsed]
                 if key is None:
-                    params = parse_train_options(options[0] + extra)
-                    targets = [cross_validation(sub_y, sub_rows, params, k)]
+                    targets = [cross_validation(sub_y, sub_rows, parsed[0], k)]
                     work, paid, own, note = None, 0.0, [time.perf_counter() - t], ""
                 elif key in rung_work:
                     # passed-over members of a family that ran: its folds' map was kept

@@ -91,6 +91,15 @@ FLATS_LLOYD_STEPS = 3
 # discards by how much a restart prefers its class).  Affine flats train with "mean";
 # the metrics keep the paper's vote.
 RESTART_RULES = ("vote", "mean")
+
+
+def _checked_restart_rule(rule: str) -> str:
+    """``rule`` when it is one of :data:`RESTART_RULES`, else the error a model file
+    reports at its ``restart_rule`` line."""
+    if rule not in RESTART_RULES:
+        raise ModelFieldError("restart_rule", f"restart_rule must be one of "
+                                              f"{', '.join(RESTART_RULES)}, got {rule!r}")
+    return rule
 SMALL_EIGH = 64         # eigenproblems up to this dimension: full, stacked (top_eigenvectors_stack)
 TRANSFORM_VALUES = 1 << 22   # dense values per preprocessing block (32 MB)
 GRAM_WORK = 1 << 24          # multiply-adds per block of the PCA's sparse gram (~0.06 s: scipy takes ~3.5 ns each)
@@ -530,10 +539,7 @@ class KQModel(Model):
                 raise ValueError(f"centres have shape {centres.shape}, expected "
                                  f"({metrics.shape[0]}, {self.nr_class * self.k}, {expected[1]})")
         self.centres = centres
-        if restart_rule not in RESTART_RULES:
-            raise ModelFieldError("restart_rule", f"restart_rule must be one of "
-                                                  f"{', '.join(RESTART_RULES)}, got {restart_rule!r}")
-        self.restart_rule = restart_rule
+        self.restart_rule = _checked_restart_rule(restart_rule)
         self._contractive_flats = None      # computed on first use (_contractive)
 
     @property
@@ -811,10 +817,7 @@ class KQModel(Model):
             if solver_type != KQ_FLATS:
                 raise ModelFieldError("affine", "only k q-flats (-s 41) models have flat centres")
             shapes.append(("centres", (r * int(base["nr_class"]) * k, dim)))
-        rule = header.get("restart_rule", "vote")
-        if rule not in RESTART_RULES:
-            raise ModelFieldError("restart_rule", f"restart_rule must be one of "
-                                                  f"{', '.join(RESTART_RULES)}, got {rule!r}")
+        _checked_restart_rule(header.get("restart_rule", "vote"))
         return shapes
 
     @classmethod

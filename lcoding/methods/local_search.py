@@ -441,12 +441,16 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
         info("WARNING: maximum C reached.\n")
 
 
+def _fold_at(f: int, y, rows: Rows, params: TrainParams, perm, start) -> _Fold:
+    """Fold ``f`` of ``-v``'s permutation ``perm`` cut at ``start`` (seed path
+    ``(f + 1,)``)."""
+    return _Fold(f + 1, y, rows, np.concatenate([perm[:start[f]], perm[start[f + 1]:]]),
+                 perm[start[f]:start[f + 1]], params)
+
+
 def _folds(y, rows: Rows, params: TrainParams, perm) -> list:
     nr_fold, perm, start = search_folds(rows.n_rows, params, perm)
-    return [_Fold(f + 1, y, rows,
-                  np.concatenate([perm[:start[f]], perm[start[f + 1]:]]),
-                  perm[start[f]:start[f + 1]], params)
-            for f in range(nr_fold)]
+    return [_fold_at(f, y, rows, params, perm, start) for f in range(nr_fold)]
 
 
 def point_options(params: TrainParams, C: float, n_anchors: int, coding_param: float) -> str:
@@ -572,10 +576,8 @@ class SharedFolds:
 
     def _fold_work(self, f: int):
         """Fold f (``-v``'s, seed path ``(f + 1,)``) and its C-free work."""
-        perm, start, params = self._perm, self._start, self._params
-        fold = _Fold(f + 1, self.y, self._rows,
-                     np.concatenate([perm[:start[f]], perm[start[f + 1]:]]),
-                     perm[start[f]:start[f + 1]], params)
+        params = self._params
+        fold = _fold_at(f, self.y, self._rows, params, self._perm, self._start)
         if params.kernel_type >= 0:
             kernel = invariant.kernel_from_params(params, self._nr_feature)
             return fold, _KernelMapSetting(fold, kernel, params, self._counter)
