@@ -40,7 +40,8 @@ from lcoding.io import model_files
 from lcoding.local.model import FILE_TAGS as LOCAL_FILE_TAGS
 from lcoding.local.model import LocalModel
 from lcoding.linear import param_search
-from lcoding.methods import invariant, kq, linear, llc_jo, llsvm, local_search, occ
+from lcoding.methods import (grid_search, invariant, kq, linear, llc_jo, llsvm, local_search,
+                             occ)
 
 
 @dataclass(frozen=True)
@@ -219,12 +220,25 @@ def find_parameters(y: np.ndarray, rows: Rows, params: TrainParams,
     """``-C``: LIBLINEAR's warm-start search of C (and p) for ``-s 0, 2, 11``, returning
     ``(best_C, best_p, best_score)`` (:mod:`lcoding.linear.param_search`), or with a
     kernel PCA map ``-t`` the search of C and ``-g``, or with a
-    local coding ``-L`` the search of C, ``-u`` and ``-A``, returning
+    local coding ``-L`` the search of C, ``-u`` and ``-A`` (warm-started along C for
+    ``-s 1, 2, 3``; a grid trained cold for the other solvers, LLC-JO and the k
+    q-metrics, :mod:`lcoding.methods.grid_search`), returning
     :class:`~lcoding.methods.local_search.LocalSearchResult` ``(best_C, best_options,
     best_rate)`` (:mod:`lcoding.methods.local_search`).  The interfaces print the
     summary line (:func:`best_parameters_line`)."""
     _refuse_auto(params)
     info = info if info is not None else Messages(params.quiet)
+    if grid_search.searches_cold(params):
+        # no warm start along C: each point is -v's training on the same folds
+        check_parameter(params)
+        nr_fold = int(params.nr_fold) if params.nr_fold else 5
+        quiet = Messages(quiet=True)
+
+        def cross_validate(point: TrainParams) -> np.ndarray:
+            return cross_validation(y, rows, point, nr_fold, quiet)
+        return run_interruptible(
+            lambda: grid_search.find_grid_parameters(y, rows, params, cross_validate,
+                                                     info)[0])
     if params.kernel_type >= 0:
         return run_interruptible(
             lambda: local_search.find_kernel_map_parameters(y, rows, params, info)[0])

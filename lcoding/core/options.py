@@ -324,9 +324,10 @@ TRAIN_OPTIONS = (
     Option("-v", "nr_fold", int, "off", "n-fold cross validation mode", metavar="n"),
     Option("-C", "flag_find_parameters", None, "off",
            "find parameters (C for -s 0, 2 and C, p for -s 11; with a local coding -L: C, "
-           "the coding's -u and the anchors -A, with -s 1 or 3; with a kernel -t: C and "
-           "-g of the kernel PCA map, with -s 1 or 3; with -L auto: the method too; see "
-           "docs/search.md)"),
+           "the coding's -u and the anchors -A; with a kernel -t: C and -g of the kernel "
+           "PCA map; warm-started along C with -s 1, 2, 3, a coarser grid trained cold "
+           "with the other solvers and LLC-JO; with -s 40, 41: -k and -Q; with -L auto: "
+           "the method too; see docs/search.md)"),
     Option("-b", "budget_s", float, "60",
            "time budget in seconds of -C -L auto (automatic method selection)",
            origin="lcoding", metavar="seconds", domain=_at_least(0, open_=True)),
@@ -578,9 +579,9 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
         if not p.flag_cross_validation:
             p.nr_fold = AUTO_NR_FOLD if p.coding == CODING_AUTO else 5
         if searches_locally(p):
-            # a local coding or a kernel PCA map (-t): the search of
-            # lcoding.methods.local_search, whose solvers (-s 1, 3; default 1)
-            # check_parameter checks
+            # a local coding, a kernel PCA map (-t) or the k q-metrics: the searches
+            # of lcoding.methods.local_search (-s 1, 2, 3) and grid_search (the
+            # others), which check_parameter checks
             pass
         elif not p.flag_solver_specified:
             p.solver_type = int(SolverType.L2R_L2LOSS_SVC)
@@ -678,20 +679,26 @@ def check_parameter(params: TrainParams, bias: float | None = None) -> None:
         check_search_parameter(params)
 
 
-# -s values the -C search of the local codings trains (dual CD, warm-started along C)
-LOCAL_SEARCH_SOLVERS = (1, 3)
+# -s 40, 41: the k q-metrics / k q-flats, searched by -C without a local coding
+KQ_SOLVER_TYPES = (int(SolverType.KQ_METRICS), int(SolverType.KQ_FLATS))
 
 
 def searches_locally(params) -> bool:
-    """Whether ``-C`` runs the search of :mod:`lcoding.methods.local_search` (a local
-    coding ``-L``, ``-L auto`` or a kernel PCA map ``-t``) rather than LIBLINEAR's."""
-    return params.coding != 0 or params.kernel_type >= 0
+    """Whether ``-C`` runs a search of the local methods (a local coding ``-L``,
+    ``-L auto``, a kernel PCA map ``-t`` or the k q-metrics ``-s 40, 41``:
+    :mod:`lcoding.methods.local_search`, :mod:`lcoding.methods.grid_search`) rather
+    than LIBLINEAR's."""
+    return (params.coding != 0 or params.kernel_type >= 0
+            or int(params.solver_type) in KQ_SOLVER_TYPES)
 
 
 def check_search_parameter(params) -> None:
-    """What ``-C`` can search: LIBLINEAR's -s 0, 2, 11 (linear), a local coding
-    ``-L 1, 2, 3, 6`` (LL-SVM) / ``-L 4, 5`` (anchor planes) with ``-s 1`` or ``3``,
-    or the kernel PCA map (``-t``, ``-H 0``) with ``-s 1`` or ``3``.
+    """What ``-C`` can search: LIBLINEAR's -s 0, 2, 11 (linear); a local coding
+    ``-L 1, 2, 3, 6`` (LL-SVM) / ``-L 4, 5`` (anchor planes) or the kernel PCA map
+    (``-t``, ``-H 0``) with any solver the method trains (``-s 1, 2, 3``: warm-started
+    C paths, :mod:`lcoding.methods.local_search`; the others, LLC-JO ``-s 31, 33``
+    and the k q-metrics ``-s 40, 41``: a grid trained cold,
+    :mod:`lcoding.methods.grid_search`).  The method's own checks run in the search.
     A ValueError names the option that cannot be searched.  ``-L auto`` searches
     anything: the selector chooses the method, and the interfaces name the method
     options it ignores."""
@@ -705,12 +712,8 @@ def check_search_parameter(params) -> None:
         if params.coding or params.kernel_map:
             raise ValueError("-C with -t: the kernel PCA map's search takes no local "
                              "coding (-L) or additive kernel map (-K)")
-        if int(params.solver_type) not in LOCAL_SEARCH_SOLVERS:
-            raise ValueError(f"-C with -t: the kernel map's parameter search trains -s 1 or "
-                             f"-s 3 on the mapped rows (dual CD, warm-started along C), not "
-                             f"-s {int(params.solver_type)} (option -s)")
         return
-    if params.coding == 0:
+    if params.coding == 0 and int(params.solver_type) not in KQ_SOLVER_TYPES:
         if params.kernel_map:
             raise ValueError("-C: a kernel map (-K) needs a local coding (-L) to be searched; "
                              "the linear search runs LIBLINEAR's -s 0, 2, 11 on the raw rows")
@@ -718,11 +721,6 @@ def check_search_parameter(params) -> None:
             raise ValueError("Warm-start parameter search only available for -s 0, -s 2 and "
                              "-s 11 (option -C)")
         return
-    st = int(params.solver_type)
-    if st not in LOCAL_SEARCH_SOLVERS:
-        raise ValueError(
-            f"-C with -L {params.coding}: the parameter search of the local codings trains "
-            f"-s 1 or -s 3 (dual CD, warm-started along C), not -s {st} (option -s)")
     if params.coding in (4, 5) and params.coding_param not in (0.0, 1.0, 2.0, 3.0):
         raise ValueError(f"-C with -L {params.coding}: -u {params.coding_param:g} is not a "
                          f"classifier of the anchor planes (option -u)")

@@ -71,7 +71,7 @@ from lcoding.core.rows import Rows, rows_from_dense
 from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.linear import cocoa, dual_cd
-from lcoding.linear.newton import squared_hinge_dual_point
+from lcoding.linear.newton import squared_hinge_dual_point, train_l2r_l2loss_svc
 from lcoding.linear.param_search import search_folds
 from lcoding.linear.problem import BinaryProblem, Coding, SolveResult
 from lcoding.local import _knn
@@ -97,6 +97,9 @@ CODING_FACTORS = {
 SCALED_CODINGS = (int(CodingType.GAUSSIAN), int(CodingType.KSTAR))
 OCC_CODINGS = (int(CodingType.G_OCC), int(CodingType.C_OCC))
 LLSVM_CODINGS = tuple(int(c) for c in llsvm.LLSVM_CODINGS)
+# -s values with warm-started C paths here: the dual CD (1, 3), primal Newton (2); the
+# other solvers' -C is lcoding.methods.grid_search's cold grid
+WARM_SOLVERS = (1, 2, 3)
 # what the search sets itself, left out of the options echoed in best_options
 SEARCH_FLAGS = ("-C", "-v", "-c", "-A", "-u")
 
@@ -345,13 +348,23 @@ class _KernelMapSetting:
 def _solve_point(prob: BinaryProblem, point: TrainParams, quiet: Messages, loss: str,
                  row_threads: int, start, stall_uncoded: bool = False) -> SolveResult:
     """One fold's and class's solve at one C of the path, warm-started from ``start``
-    (the dual point at the previous C), as the method trains it: the dual CD -- in
-    ``row_threads`` partitions (CoCoA+) when that pays -- and for the squared hinge
-    (``-s 1``) the methods' hand-over to Newton when a coded solve stalls or any solve
-    reaches the pass cap (:func:`lcoding.linear.dual_cd.continue_l2loss`).  After a
-    hand-over the dual
-    point is read back from Newton's ``w``
-    (:func:`lcoding.linear.newton.squared_hinge_dual_point`) for the next C."""
+    (the solution at the previous C), as the method trains it.
+
+    * ``-s 1, 3``: the dual CD -- in ``row_threads`` partitions (CoCoA+) when that
+      pays -- started from the previous dual point; for the squared hinge (``-s 1``)
+      the methods' hand-over to Newton when a coded solve stalls or any solve reaches
+      the pass cap (:func:`lcoding.linear.dual_cd.continue_l2loss`).  After a
+      hand-over the dual point is read back from Newton's ``w``
+      (:func:`lcoding.linear.newton.squared_hinge_dual_point`) for the next C.
+    * ``-s 2`` (``loss == "primal"``): the primal Newton solver started from the
+      previous ``w`` -- LIBLINEAR's ``-C`` for ``-s 2`` does the same -- or, cold, from
+      the coded subsample's solution, exactly as the methods train it; ``row_threads``
+      split its products.  The result's ``alpha`` is that ``w`` (the next start)."""
+    if loss == PRIMAL:
+        res = train_l2r_l2loss_svc(prob, point, quiet, init_w=start,
+                                   n_threads=row_threads)
+        res.alpha = res.w
+        return res
     stall = (dual_cd.STALL_PASSES if loss == "l2" and (prob.coding is not None or stall_uncoded)
              else None)
     if row_threads > 1 and cocoa.worth_threads(prob):
@@ -395,8 +408,12 @@ def _solve_fold(fold, setting, point: TrainParams, loss: str, quiet: Messages,
     return alphas, np.column_stack([setting.finish(c_pos, res) for c_pos, res in results])
 
 
+PRIMAL = "primal"             # _loss of -s 2: the primal Newton solver, warm-started by w
+
+
 def _loss(params: TrainParams) -> str:
-    return "l2" if int(params.solver_type) == 1 else "l1"
+    st = int(params.solver_type)
+    return PRIMAL if st == 2 else "l2" if st == 1 else "l1"
 
 
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
@@ -461,6 +478,15 @@ def point_options(params: TrainParams, C: float, n_anchors: int, coding_param: f
     return " ".join(part for part in (head, rest, tail) if part)
 
 
+def _require_warm(params: TrainParams) -> None:
+    """The warm-started paths train ``-s 1, 2, 3``; the router sends the other solvers
+    to :mod:`lcoding.methods.grid_search`."""
+    if int(params.solver_type) not in WARM_SOLVERS:
+        raise ValueError(f"-C: the warm-started search trains -s 1, 2 or 3, not "
+                         f"-s {int(params.solver_type)} (lcoding.methods.grid_search "
+                         f"searches the others; option -s)")
+
+
 def _search_inputs(y, rows: Rows, params: TrainParams, info, counter):
     """``(info, quiet, counter, y)`` of a search, the labels checked against the rows."""
     info = info if info is not None else Messages(params.quiet)
@@ -500,14 +526,15 @@ def shares_fold_work(params: TrainParams) -> bool:
     """Whether :func:`cross_validation_at_Cs` evaluates these options: what ``-C``
     searches besides LIBLINEAR's linear solvers -- the kernel PCA map (``-t``, ``-H
     0``) or a local coding (LL-SVM ``-L 1, 2, 3, 6``, anchor planes ``-L 4, 5``),
-    trained by ``-s 1`` or ``3``."""
+    trained by ``-s 1``, ``2`` or ``3``."""
     if params.coding == CODING_AUTO:
         return False
     try:
         check_search_parameter(params)
     except ValueError:
         return False
-    return params.kernel_type >= 0 or params.coding in LLSVM_CODINGS + OCC_CODINGS
+    return (int(params.solver_type) in WARM_SOLVERS
+            and (params.kernel_type >= 0 or params.coding in LLSVM_CODINGS + OCC_CODINGS))
 
 
 def _held_bytes(obj, depth: int = 3) -> int:
@@ -549,7 +576,7 @@ class SharedFolds:
                  counter: dict | None = None, keep_bytes: int = 0):
         if not shares_fold_work(params):
             raise ValueError("SharedFolds: the options are neither a kernel PCA map nor a "
-                             "local coding trained by -s 1 or -s 3")
+                             "local coding trained by -s 1, 2 or 3")
         params = params.replaced(nr_fold=int(nr_fold))
         check_parameter(params)
         _, self._quiet, self._counter, self.y = _search_inputs(y, rows, params, None, counter)
@@ -646,6 +673,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
     alone, at the given ``-A`` and ``-u`` (one setting)."""
     check_parameter(params)
     check_search_parameter(params)
+    _require_warm(params)
     if params.coding not in LLSVM_CODINGS + OCC_CODINGS:
         raise ValueError(f"-C: -L {params.coding} has no local parameter search (option -L)")
     if params.coding in LLSVM_CODINGS:
@@ -730,6 +758,7 @@ def find_kernel_map_parameters(y, rows: Rows, params: TrainParams,
     ``counter['maps']`` counts the maps built)."""
     check_parameter(params)
     check_search_parameter(params)
+    _require_warm(params)
     info, quiet, counter, y = _search_inputs(y, rows, params, info, counter)
     folds = _folds(y, rows, params, None)
     search = invariant.linear_params(params)
@@ -754,12 +783,12 @@ def find_kernel_map_parameters(y, rows: Rows, params: TrainParams,
 
 
 def best_parameters_line(result: LocalSearchResult) -> str:
-    """The summary the interfaces print after ``-C`` with a local coding (LIBLINEAR's
+    """The summary the interfaces print after ``-C`` with a local method (LIBLINEAR's
     ``Best C = ...  CV accuracy = ...%`` and the options of the best model).  A rate
     of NaN is a winner no cross-validation measured (``-C -L auto`` with a budget
-    too small for one candidate): "not measured", not "nan%"."""
+    too small for one candidate): "not measured", not "nan%".  A ``best_C`` of NaN
+    is a method without C (the k q-metrics): the line leaves it out."""
     rate = ("not measured" if math.isnan(result.best_rate)
             else "%g%%" % (100.0 * result.best_rate))
-    return "Best C = %g  CV accuracy = %s  Best options: %s\n" % (
-        result.best_C, rate, result.best_options)
-
+    head = "" if math.isnan(result.best_C) else "Best C = %g  " % result.best_C
+    return "%sCV accuracy = %s  Best options: %s\n" % (head, rate, result.best_options)

@@ -255,12 +255,12 @@ def test_parameter_search(opts, kind, tmp_path, capsys):
 # ------------------------------------------------------------------ option combinations that
 # were silently ignored or crashed, now refused with a message naming the option
 @pytest.mark.parametrize("opts,kind,match", [
-    # -C searches linear models only
-    ("-C -s 2 -L 1 -A 8 -k 3", "bin", "local coding"),
-    ("-C -s 2 -L 5 -A 2 -u 0", "multi", "local coding"),
+    # -C searches what the method trains, and nothing it cannot
+    ("-C -s 5 -L 1 -A 8 -k 3", "bin", "locally linear training supports"),
+    ("-C -s 2 -L 5 -A 2 -u 1", "multi", "OCC training supports"),
     ("-C -s 2 -J 1 -N 2", "bin", "-J"),
     ("-C -s 0 -K 1", "bin+", "kernel map"),
-    ("-C -s 2 -t 2", "bin", "kernel"),
+    ("-C -s 2 -t 2 -L 2", "bin", "no local coding"),
     # -K needs a local coding or -s 40/41 (the linear solvers ignored it)
     ("-s 1 -K 1", "bin+", "-K 1"),
     ("-s 0 -K 2", "multi+", "-K 2"),

@@ -572,7 +572,8 @@ def test_families_are_the_options_without_C():
              "-s 1 -t 2 -H 1 -X 40 -c 1", "-s 1 -t 2 -g oops"]
     fam = sel._families(cands, extra)
     assert fam == {0: "-s 1 -t 2 -g 0.5 -X 80 -B 1", 1: "-s 1 -t 2 -g 0.5 -X 80 -B 1",
-                   2: "-s 1 -L 2 -B 1 -A 50 -k 8 -u 3 -I 10", 3: "-s 3 -L 4 -B 1 -A 4 -u 1"}
+                   2: "-s 1 -L 2 -B 1 -A 50 -k 8 -u 3 -I 10", 3: "-s 3 -L 4 -B 1 -A 4 -u 1",
+                   6: "-s 2 -L 2 -A 9 -k 4 -u 1"}
     # a rung's units: a family together at the place of its first member
     assert sel._units([4, 1, 2, 0, 3], fam) == [[4], [1, 0], [2], [3]]
     # its cost: a later member of a family pays only its own training

@@ -449,11 +449,12 @@ def test_invariant_linear_svm_is_liblinear_on_whitened_rows():
     assert relative_change(model) < 0.7 * relative_change(plain)
 
 
-def test_parameter_search_refuses_invariances_and_primal_solvers():
-    """-C searches the plain kernel PCA map (tests/methods/test_local_search.py), with
-    the dual solvers it warm-starts, not the invariant machines."""
-    with pytest.raises(ValueError, match="-C"):
-        liblinearutil.train([1, -1], [[1.0], [2.0]], "-C -s 2 -t 2 -q")
+def test_parameter_search_refuses_invariances():
+    """-C searches the plain kernel PCA map (tests/methods/test_local_search.py; every
+    linear solver after it: -s 1, 2, 3 warm-started, the others on a cold grid), not
+    the invariant machines."""
+    with pytest.raises(ValueError, match="-J"):
+        liblinearutil.train([1, -1], [[1.0], [2.0]], "-C -s 2 -t 2 -J 1 -N 1 -q")
     with pytest.raises(ValueError, match="invariance"):
         liblinearutil.train([1, -1], [[1.0], [2.0]], "-C -t 2 -H 2 -q")
 

@@ -47,6 +47,8 @@ def _cv_rate(y, rows, options):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("options", ["-C -L 2 -B 1 -A 12 -k 4",
+                                     "-C -s 2 -L 2 -B 1 -A 12 -k 4",
+                                     "-C -s 2 -L 5 -u 0 -B 1 -A 2 -v 3",
                                      "-C -L 1 -A 8 -k 4 -v 4",
                                      "-C -L 5 -u 3 -B 1 -K 1 -A 6 -e 0.01"])
 def test_cv_rate_of_a_point_equals_cross_validation(small, options):
@@ -58,7 +60,7 @@ def test_cv_rate_of_a_point_equals_cross_validation(small, options):
     firsts = {}
     for p in points:
         firsts.setdefault((p.n_anchors, p.coding_param), p)
-    nr_fold = 4 if "-v 4" in options else 5
+    nr_fold = 4 if "-v 4" in options else 3 if "-v 3" in options else 5
     for p in firsts.values():
         assert p.rate == _cv_rate(y, rows, f"{p.options} -v {nr_fold}")
     warm = [p for p in points if p not in firsts.values() and p.C <= 1.0][::4]
@@ -176,13 +178,13 @@ def test_cli_C_with_a_local_coding(small, tmp_path, capsys, monkeypatch):
     assert any(l.startswith("A=8\tu=") and "log2c=" in l for l in out)
     assert out[-1].startswith("Best C = ") and "Best options: -s 1 -L 2 -k 4 -B 1 -c " in out[-1]
     assert not (tmp_path / "small.train.model").exists()       # -C writes no model
-    assert train_main(["-C", "-L", "2", "-s", "30", str(path)]) == 1
-    assert "(option -s)" in capsys.readouterr().err
+    assert train_main(["-C", "-L", "2", "-s", "5", str(path)]) == 1
+    assert "-s 5 (L1R_L2LOSS_SVC) with -L 2" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("options, option", [
-    ("-C -L 2 -s 30", "-s"), ("-C -L 1 -s 4", "-s"), ("-C -L 3 -s 31", "-s"),
-    ("-C -L 2 -s 32", "-s"), ("-C -t 2 -s 2", "-s"), ("-C -t 2 -L 2", "-L"), ("-C -K 1", "-K"),
+    ("-C -L 2 -s 5", "-s 5"), ("-C -L 1 -s 31", "-L 1"), ("-C -L 4 -u 1 -s 2", "-s 2"),
+    ("-C -s 41 -B 1", "-B 1"), ("-C -t 2 -L 2", "-L"), ("-C -K 1", "-K"),
     ("-C -H 2 -L 2", "-H"),
 ])
 def test_options_that_cannot_be_searched_raise_naming_the_option(small, options, option):
@@ -366,7 +368,8 @@ def _kernel_search(y, rows, options, counter=None, c_only=False):
 
 
 @pytest.mark.parametrize("options", ["-C -t 2 -X 60 -B 1 -c 0.5 -e 0.01",
-                                     "-C -s 3 -t 1 -r 1 -X 40 -c 0.25 -v 3"])
+                                     "-C -s 3 -t 1 -r 1 -X 40 -c 0.25 -v 3",
+                                     "-C -s 2 -t 2 -X 60 -B 1 -c 0.5 -v 3"])
 def test_kernel_map_search_points_are_cross_validation(small, options):
     """-C -t: for each -g of the grid (g/4, g, 4g around LIBSVM's 1 / features), the
     first point of the C path (cold start) is -v's model on the same folds, the same
@@ -402,7 +405,6 @@ def test_kernel_map_search_refuses_what_it_cannot_search():
     X = np.random.default_rng(0).random((20, 2))
     y = (X[:, 0] > 0.5).astype(float)
     for options, message in [("-C -t 2 -H 1 -J 1 -N 1", "invariance"),
-                             ("-C -t 2 -s 2", "-s 1 or -s 3"),
                              ("-C -t 2 -L 2", "no local coding"),
                              ("-C -t 2 -K 1", "no local coding")]:
         with pytest.raises(ValueError, match=message):
@@ -431,6 +433,8 @@ def test_kernel_map_search_from_the_command_line(tmp_path, capsys, small):
     ("-s 3 -L 1 -A 8 -k 4", {"anchors": 3, "codes": 3}),
     ("-s 1 -L 5 -u 3 -B 1 -K 1 -A 6", {"codes": 3}),
     ("-s 1 -L 4 -u 1 -B 1 -A 2", {"codes": 3}),
+    ("-s 2 -L 2 -B 1 -A 12 -k 4 -u 2", {"anchors": 3, "codes": 3}),
+    ("-s 2 -t 2 -g 0.5 -X 60 -B 1", {"maps": 3}),
 ])
 def test_shared_folds_train_every_C_as_cross_validation(small, options, work):
     """cross_validation_at_Cs: the labels -v gives at each C, exactly, with each
@@ -507,8 +511,10 @@ def test_shared_folds_with_three_classes():
 
 def test_what_shares_fold_work():
     yes = ["-s 1 -t 2 -X 60", "-s 3 -L 2 -A 9 -k 4", "-s 1 -L 6 -A 9 -k 4",
-           "-s 1 -L 4 -u 1 -A 3", "-s 1 -L 2 -K 3 -A 9 -k 4"]
-    no = ["-s 2 -B 1", "-s 0", "-s 2 -L 2 -A 9 -k 4", "-s 41 -k 8 -Q 3 -l 2",
+           "-s 1 -L 4 -u 1 -A 3", "-s 1 -L 2 -K 3 -A 9 -k 4", "-s 2 -L 2 -A 9 -k 4",
+           "-s 2 -t 2 -X 60"]
+    no = ["-s 2 -B 1", "-s 0", "-s 30 -L 2 -A 9 -k 4", "-s 41 -k 8 -Q 3 -l 2",
+          "-s 31 -L 3 -A 9", "-s 0 -t 2 -X 60",
           "-s 1 -t 2 -H 1 -X 40", "-s 1 -L auto", "-s 1 -L 4 -u 1.5 -A 3"]
     for options in yes:
         assert local_search.shares_fold_work(parse_train_options(options)), options

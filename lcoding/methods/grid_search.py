@@ -1,0 +1,204 @@
+"""``-C`` for the local methods whose solver has no warm start along C: a grid of
+settings, each point trained cold on ``-v``'s folds.
+
+:mod:`lcoding.methods.local_search` runs warm-started C paths for the solvers that
+have a dual or primal point to carry from one C to the next (``-s 1, 2, 3``).  The
+other local methods are trained here point by point, exactly as ``-v`` trains them
+(the same permutation of the rows for a seed, fold ``f`` at seed path ``(f + 1,)``),
+so every rate printed is the rate ``-v`` gives with that point's options:
+
+============================  ===============================================  =========
+method (options)              grid                                             C path
+============================  ===============================================  =========
+LL-SVM ``-L 1, 2, 3, 6`` with  ``-A``: ``A/4, A/2, A``; ``-u``: as             yes
+``-s 4, 30, 32``               :func:`~lcoding.methods.local_search.coding_grid`
+anchor planes ``-L 4, 5``      ``-A`` (planes): ``A/4, A/2, A``, at most the    yes
+with ``-s 30, 32``             rank bound ``min(features, fold rows)``
+LLC-JO / LLC-SAPL              ``-A`` and ``-u`` as LL-SVM (k* ``mu`` /         yes
+``-s 31, 33``                  the Gaussian ``beta``)
+kernel PCA map ``-t`` with     ``-g``: ``g/4, g, 4g``                           yes
+another linear solver
+k q-metrics / k q-flats        ``-k``: ``k/2, k, 2k``; ``-Q``: ``q/4, q/2, q``   no (no C)
+``-s 40, 41``                  with ``q = min(-Q, dimension)``
+============================  ===============================================  =========
+
+Why not the warm path's fine C path: a cold point costs a whole training (an SGD
+run, a joint anchor optimisation), so C runs over powers of :data:`C_RATIO` (4)
+from ``-c`` when given, else from :data:`C_START` (1/64), up to LIBLINEAR's cap
+1024, and a path ends after :data:`PATIENCE` values without a better rate once its
+rate has risen above the start (the warm path's rule, at a coarser step).
+
+The best point is the highest CV accuracy; ties go to the first point reached.  Each
+point prints one line (``A=..  u=..  log2c=..  rate=..`` or ``k=..  Q=..  rate=..``)
+through ``info``; the result is the warm path's
+:class:`~lcoding.methods.local_search.LocalSearchResult` (``best_C`` NaN for the k
+q-metrics, which have no C).  The method layer cannot train through the router, so
+the caller passes ``cross_validate(params) -> labels``: the router's ``-v``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import numpy as np
+
+from lcoding.core.messages import Messages
+from lcoding.core.options import (JOINT_SOLVERS, SolverType, TrainParams, float_text,
+                                  options_string)
+from lcoding.core.rows import Rows
+from lcoding.linear.param_search import search_folds
+from lcoding.local.coding import kernel_map_of
+from lcoding.methods import invariant, kq, llc_jo, llsvm, occ
+from lcoding.methods.local_search import (LLSVM_CODINGS, MAX_C, OCC_CODINGS, WARM_SOLVERS,
+                                          LocalSearchResult, SearchPoint, _fold_anchors,
+                                          _fold_at, anchor_grid, coding_grid,
+                                          kernel_gamma_grid)
+
+C_START = 1.0 / 64.0          # the cold C path's start without -c
+C_RATIO = 4.0                 # consecutive C values of a cold path
+PATIENCE = 2                  # C values without a better rate that end a cold path
+KQ_SOLVERS = (int(SolverType.KQ_METRICS), int(SolverType.KQ_FLATS))
+K_FACTORS = (0.5, 1.0, 2.0)
+Q_FRACTIONS = (0.25, 0.5, 1.0)
+
+CrossValidate = Callable[[TrainParams], np.ndarray]
+
+
+def searches_cold(params: TrainParams) -> bool:
+    """Whether ``-C`` with these options runs here (module doc) rather than on the
+    warm-started paths of :mod:`lcoding.methods.local_search`."""
+    st = int(params.solver_type)
+    if st in KQ_SOLVERS or st in JOINT_SOLVERS:
+        return True
+    if params.kernel_type >= 0 or params.coding in LLSVM_CODINGS + OCC_CODINGS:
+        return st not in WARM_SOLVERS
+    return False
+
+
+def kq_grid(params: TrainParams, n_features: int) -> list:
+    """``(k, q)`` pairs the k q-metrics' ``-C`` tries (module doc); ``q`` at most the
+    dimension the metrics see (``-l``'s PCA, else the features, ``+ 1`` with ``-z``)."""
+    kp = kq.KQParams.from_train_params(params)
+    km = kernel_map_of(params)
+    features = km.output_features(n_features) if km is not None else n_features
+    dim = max(1, (kp.pca_dim or features) + (1 if kp.offset else 0))
+    q = max(1, min(int(kp.q), dim))
+    qs = sorted({max(1, int(round(q * f))) for f in Q_FRACTIONS})
+    ks = sorted({max(1, int(round(kp.clusters_per_class * f))) for f in K_FACTORS})
+    return [(k, qq) for k in ks for qq in qs]
+
+
+def _c_path(params: TrainParams):
+    """The cold C values, smallest first (module doc)."""
+    C = min(float(params.C) if params.flag_C_specified else C_START, MAX_C)
+    while C <= MAX_C:
+        yield C
+        C *= C_RATIO
+
+
+def _settings(y, rows: Rows, params: TrainParams):
+    """``(label, {attribute: value}, options tail)`` of every setting of the grid."""
+    st = int(params.solver_type)
+    if st in KQ_SOLVERS:
+        for k, q in kq_grid(params, rows.n_features):
+            yield (f"k={k}\tQ={q}\t", {"n_neighbors": k, "kq_dim": q}, f"-k {k} -Q {q}")
+        return
+    if params.kernel_type >= 0:
+        for g in kernel_gamma_grid(params, rows.n_features):
+            yield (f"g={g:g}\t", {"kernel_gamma": g}, f"-g {float_text(g)}")
+        return
+    # the codings see the -K mapped rows (as training does): their scale and rank
+    kernel_map = kernel_map_of(params)
+    mapped = kernel_map(rows) if kernel_map is not None else rows
+    nr_fold, perm, start = search_folds(rows.n_rows, params)
+    fold = _fold_at(0, y, mapped, params, perm, start)
+    if params.coding in OCC_CODINGS:
+        largest_fold = max(start[f + 1] - start[f] for f in range(nr_fold))
+        rank = min(mapped.n_features, rows.n_rows - largest_fold)
+        for A in anchor_grid(params.replaced(n_anchors=max(1, min(params.n_anchors, rank)))):
+            yield (f"A={A}\t", {"n_anchors": A}, f"-A {A}")
+        return
+    for A in anchor_grid(params):
+        sp = params.replaced(n_anchors=A)
+        anchors = (_fold_anchors([fold], sp, {})[0] if "-u" not in params.given else None)
+        for u in coding_grid(sp, fold.rows, anchors):
+            yield (f"A={A}\tu={u:g}\t", {"n_anchors": A, "coding_param": u},
+                   f"-A {A} -u {float_text(u)}")
+
+
+def _searched_flags(params: TrainParams) -> tuple:
+    """The flags a point sets itself (left out of the options it echoes)."""
+    if int(params.solver_type) in KQ_SOLVERS:
+        return ("-C", "-v", "-k", "-Q")
+    if params.kernel_type >= 0:
+        return ("-C", "-v", "-c", "-g")
+    return ("-C", "-v", "-c", "-A", "-u")
+
+
+def _check(params: TrainParams, rows: Rows) -> None:
+    """The method's own checks, once, before the first point."""
+    st = int(params.solver_type)
+    if st in KQ_SOLVERS:
+        kq.check_kq_params(params.replaced(kq_dim=1, kq_pca=0), rows.n_features)
+    elif params.kernel_type >= 0:
+        invariant.check_kernel_params(params)
+    elif st in JOINT_SOLVERS:
+        llc_jo.check_joint_params(params)
+    elif params.coding in OCC_CODINGS:
+        occ.check_occ_params(params)
+    else:
+        llsvm.check_local_params(params)
+
+
+def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: CrossValidate,
+                         info: Messages | None = None):
+    """``-C`` by cold cross-validation of a grid (module doc).  ``cross_validate(p)``
+    returns ``-v``'s label for every row with options ``p`` (the router's
+    ``cross_validation`` on ``params``' folds).  Returns ``(LocalSearchResult,
+    points)``; a setting the method cannot train (e.g. more planes than the fold's
+    rank) is skipped with a line, and only when every setting fails is that an
+    error."""
+    info = info if info is not None else Messages(params.quiet)
+    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    if y.shape[0] != rows.n_rows:
+        raise ValueError(f"parameter search: {y.shape[0]} labels for {rows.n_rows} rows")
+    if rows.n_rows == 0:
+        raise ValueError("parameter search needs at least one training instance")
+    _check(params, rows)
+    searches_C = int(params.solver_type) not in KQ_SOLVERS
+    rest = options_string(params, drop=_searched_flags(params))
+    head = f"-s {int(params.solver_type)}" if "-s" not in params.given else ""
+    points: list = []
+    errors: list = []
+    for label, values, tail in _settings(y, rows, params):
+        setting = params.replaced(**values)
+        first = best = None
+        since_best = 0
+        for C in (_c_path(params) if searches_C else [float(params.C)]):
+            point = setting.replaced(C=C)
+            try:
+                target = cross_validate(point)
+            except ValueError as err:
+                info(f"{label}skipped ({err})\n")
+                errors.append(str(err))
+                break
+            rate = int(np.count_nonzero(target == y)) / y.shape[0]
+            c_text = f" -c {float_text(C)}" if searches_C else ""
+            options = " ".join(part for part in (head, rest, tail) if part) + c_text
+            points.append(SearchPoint(int(setting.n_anchors), float(setting.coding_param),
+                                      C if searches_C else math.nan, rate, options))
+            if searches_C:
+                info("%slog2c=%7.2f\trate=%g\n" % (label, math.log2(C), 100.0 * rate))
+            else:
+                info("%srate=%g\n" % (label, 100.0 * rate))
+            first = rate if first is None else first
+            if best is None or rate > best:
+                best, since_best = rate, 0
+            else:
+                since_best += 1
+            if best > first and since_best >= PATIENCE:
+                break
+    if not points:
+        raise ValueError(f"-C: no setting could be trained ({errors[0] if errors else 'none'})")
+    winner = max(points, key=lambda p: p.rate)    # the first of the best (max keeps it)
+    return LocalSearchResult(winner.C, winner.options, winner.rate), points
