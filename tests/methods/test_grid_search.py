@@ -43,13 +43,16 @@ def _cv_rate(y, rows, options, nr_fold):
     return float(np.mean(cross_validation(y, rows, params, nr_fold) == y))
 
 
+SLOW = pytest.mark.slow       # 0.5 s or more (the quick subset's rule)
+
+
 @pytest.mark.parametrize("options", [
-    "-C -s 30 -L 2 -B 1 -A 12 -k 4 -v 3",
-    "-C -s 4 -L 1 -B 1 -A 8 -k 4 -v 3",
-    "-C -s 31 -L 3 -A 8 -B 1 -v 3",
+    pytest.param("-C -s 30 -L 2 -B 1 -A 12 -k 4 -v 3", marks=SLOW),
+    pytest.param("-C -s 4 -L 1 -B 1 -A 4 -k 2 -v 3", marks=SLOW),
+    pytest.param("-C -s 31 -L 3 -A 8 -B 1 -v 3", marks=SLOW),
     "-C -s 40 -k 2 -Q 2 -v 3",
     "-C -s 41 -k 4 -Q 2 -y 1 -v 3",
-    "-C -s 0 -t 2 -X 40 -B 1 -v 3",
+    pytest.param("-C -s 0 -t 2 -X 40 -B 1 -v 3", marks=SLOW),
 ])
 def test_every_point_is_cross_validation_of_its_options(rings, options):
     """A cold point is -v's model with the point's options on the same folds: the
@@ -87,6 +90,7 @@ def test_kq_grid_rules():
     assert grid_search.kq_grid(p, 2) == [(k, q) for k in (1, 2) for q in (1, 2)]
 
 
+@SLOW
 def test_the_C_path_is_coarse_from_c_and_stops(rings):
     """C runs over powers of 4 from -c (1/64 without it) to 1024; a path ends after
     two values without a better rate once it rose above its start."""
@@ -125,6 +129,7 @@ def test_a_setting_that_fails_is_skipped_with_a_line(rings):
         grid_search.find_grid_parameters(y, rows, params, always, lines.append)
 
 
+@SLOW
 def test_search_is_seeded(rings):
     y, rows = rings
     a = _search(y, rows, "-C -s 31 -L 2 -A 6 -B 1 -v 3 -S 3")
@@ -132,6 +137,7 @@ def test_search_is_seeded(rings):
     assert a == b
 
 
+@SLOW
 def test_train_and_the_command_line(rings, tmp_path, capsys):
     y, rows = rings
     result = train(y, rows.to_csr(), "-C -s 30 -L 2 -B 1 -A 8 -k 4 -u 1 -v 3")
