@@ -176,3 +176,31 @@ def test_routing():
     X = np.random.default_rng(0).normal(size=(20, 3)) + y[:, None]
     result = find_parameters(y, as_rows(X, "x"), parse_train_options("-C -s 40 -k 1 -Q 1 -v 2 -q"))
     assert 0.5 <= result.best_rate <= 1.0
+
+
+@SLOW
+@pytest.mark.parametrize("make", [
+    lambda: __import__("lcoding").LocallyLinearSVC(solver="primal_newton"),
+    lambda: __import__("lcoding").LocallyLinearSVC(solver="sgd"),
+    lambda: __import__("lcoding").AnchorPlanesSVC(),
+    lambda: __import__("lcoding").LLCJointSVC(),
+    lambda: __import__("lcoding").KQMetricsClassifier(),
+    lambda: __import__("lcoding").KQMetricsClassifier(solver="metrics"),
+    lambda: __import__("lcoding").InvariantSVC(),
+], ids=["llsvm-newton", "llsvm-sgd", "occ", "llc-jo", "kq-flats", "kq-metrics", "kpca-map"])
+def test_C_searches_every_estimators_options(rings, make, capsys):
+    """-C added to any estimator's to_options() searches around it, and the winner's
+    options train a model of the same method (before: -s 2, 30-33, 40, 41 refused)."""
+    import warnings
+    y, rows = rings
+    X = rows.to_csr().toarray()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)      # capped 'auto' defaults
+        options = make().fit(X, y).to_options()
+    result = train(y, X, "-C -v 2 " + options)
+    assert isinstance(result, LocalSearchResult) and 0.3 < result.best_rate <= 1.0
+    head = options.split()[:2]
+    assert result.best_options.split()[:2] == head          # the same -s
+    model = train(y, X, result.best_options)
+    assert model.nr_class == 3
+    capsys.readouterr()
