@@ -1,8 +1,10 @@
-"""``-C`` for the local methods whose solver has no warm start along C: a grid of
-settings, each point trained cold on ``-v``'s folds.
+"""``-C`` for the local methods that neither carry a solution from one C to the next
+nor share their anchors across C: a grid of settings, each point trained cold on
+``-v``'s folds.
 
 :mod:`lcoding.methods.local_search` runs warm-started C paths for the solvers that
-have a dual or primal point to carry from one C to the next (``-s 1, 2, 3``).  The
+have a dual or primal point to carry (``-s 1, 2, 3``), and cold paths on shared
+anchors and codes for the SGD solvers on an LL-SVM coding (``-s 30, 32``).  The
 other local methods are trained here point by point, exactly as ``-v`` trains them
 (the same permutation of the rows for a seed, fold ``f`` at seed path ``(f + 1,)``),
 so every rate printed is the rate ``-v`` gives with that point's options:
@@ -11,7 +13,7 @@ so every rate printed is the rate ``-v`` gives with that point's options:
 method (options)              grid                                             C path
 ============================  ===============================================  =========
 LL-SVM ``-L 1, 2, 3, 6`` with  ``-A``: ``A/4, A/2, A``; ``-u``: as             yes
-``-s 4, 30, 32``               :func:`~lcoding.methods.local_search.coding_grid`
+``-s 4`` (Crammer-Singer)      :func:`~lcoding.methods.local_search.coding_grid`
 anchor planes ``-L 4, 5``      ``-A`` (planes): ``A/4, A/2, A``, at most the    yes
 with ``-s 30, 32``             rank bound ``min(features, fold rows)``
 LLC-JO / LLC-SAPL              ``-A`` and ``-u`` as LL-SVM (k* ``mu`` /         yes
@@ -22,11 +24,13 @@ k q-metrics / k q-flats        ``-k``: ``k/2, k, 2k``; ``-Q``: ``q/4, q/2, q``  
 ``-s 40, 41``                  with ``q = min(-Q, dimension)``
 ============================  ===============================================  =========
 
-Why not the warm path's fine C path: a cold point costs a whole training (an SGD
-run, a joint anchor optimisation), so C runs over powers of :data:`C_RATIO` (4)
-from ``-c`` when given, else from :data:`C_START` (1/64), up to LIBLINEAR's cap
-1024, and a path ends after :data:`PATIENCE` values without a better rate once its
-rate has risen above the start (the warm path's rule, at a coarser step).
+The C path is local_search's cold one: a cold point costs a whole training (a
+joint anchor optimisation, a Crammer-Singer solve), so C runs over powers of
+:data:`~lcoding.methods.local_search.COLD_C_RATIO` (4) from ``-c`` when given, else
+from :data:`~lcoding.methods.local_search.COLD_C_START` (1/64), up to LIBLINEAR's cap
+1024, and a path ends after :data:`~lcoding.methods.local_search.COLD_PATIENCE` (2)
+values without a better rate once its rate has risen above the start (the warm
+path's rule, at a coarser step).
 
 The best point is the highest CV accuracy; ties go to the first point reached.  Each
 point prints one line (``A=..  u=..  log2c=..  rate=..`` or ``k=..  Q=..  rate=..``)
@@ -49,14 +53,12 @@ from lcoding.core.rows import Rows
 from lcoding.linear.param_search import search_folds
 from lcoding.local.coding import kernel_map_of
 from lcoding.methods import invariant, kq, llc_jo, llsvm, occ
-from lcoding.methods.local_search import (LLSVM_CODINGS, MAX_C, OCC_CODINGS, WARM_SOLVERS,
+from lcoding.methods.local_search import (COLD_C_RATIO, COLD_C_START, COLD_PATIENCE,
+                                          LLSVM_CODINGS, MAX_C, OCC_CODINGS,
                                           LocalSearchResult, SearchPoint, _fold_anchors,
                                           _fold_at, anchor_grid, coding_grid,
-                                          kernel_gamma_grid)
+                                          kernel_gamma_grid, searches_here)
 
-C_START = 1.0 / 64.0          # the cold C path's start without -c
-C_RATIO = 4.0                 # consecutive C values of a cold path
-PATIENCE = 2                  # C values without a better rate that end a cold path
 KQ_SOLVERS = (int(SolverType.KQ_METRICS), int(SolverType.KQ_FLATS))
 K_FACTORS = (0.5, 1.0, 2.0)
 Q_FRACTIONS = (0.25, 0.5, 1.0)
@@ -71,7 +73,7 @@ def searches_cold(params: TrainParams) -> bool:
     if st in KQ_SOLVERS or st in JOINT_SOLVERS:
         return True
     if params.kernel_type >= 0 or params.coding in LLSVM_CODINGS + OCC_CODINGS:
-        return st not in WARM_SOLVERS
+        return not searches_here(params)
     return False
 
 
@@ -90,10 +92,10 @@ def kq_grid(params: TrainParams, n_features: int) -> list:
 
 def _c_path(params: TrainParams):
     """The cold C values, smallest first (module doc)."""
-    C = min(float(params.C) if params.flag_C_specified else C_START, MAX_C)
+    C = min(float(params.C) if params.flag_C_specified else COLD_C_START, MAX_C)
     while C <= MAX_C:
         yield C
-        C *= C_RATIO
+        C *= COLD_C_RATIO
 
 
 def _settings(y, rows: Rows, params: TrainParams):
@@ -196,7 +198,7 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
                 best, since_best = rate, 0
             else:
                 since_best += 1
-            if best > first and since_best >= PATIENCE:
+            if best > first and since_best >= COLD_PATIENCE:
                 break
     if not points:
         raise ValueError(f"-C: no setting could be trained ({errors[0] if errors else 'none'})")

@@ -19,7 +19,12 @@ planes, ``-L 4, 5``) and, for LL-SVM, a value of the coding parameter ``-u``:
 * **warm start**: along C (doubling, as LIBLINEAR), every fold's and class's dual
   CD starts from its dual solution at the previous C (``init_alpha`` of
   :func:`lcoding.linear.dual_cd.solve_l2r_l1l2_svc`; a dual point at a smaller C
-  is feasible at a larger one);
+  is feasible at a larger one); with ``-s 2`` its primal Newton solve starts from its
+  ``w`` at the previous C (``init_w``, as LIBLINEAR's ``-C`` for ``-s 2``);
+* the SGD solvers on an LL-SVM coding (``-s 30, 32``) have nothing to carry: every C
+  is trained cold on the shared anchors and codes, C over powers of
+  :data:`COLD_C_RATIO` from ``-c`` or :data:`COLD_C_START` (each point is exactly
+  ``-v``'s); the other local solvers' ``-C`` is :mod:`lcoding.methods.grid_search`;
 * the C path starts at ``-c`` when given, else at LIBLINEAR's ``calc_start_C``
   rule for the L2-loss SVM (the power of two at or below ``1 / (2 l max|x|^2)``,
   below which every coded model is trivial -- ``|z|^2 <= |x|^2`` for the
@@ -72,6 +77,7 @@ from lcoding.core.seeds import PURPOSE_SOLVER, rng_state
 from lcoding.core.threads import map_threads
 from lcoding.linear import cocoa, dual_cd
 from lcoding.linear.newton import squared_hinge_dual_point, train_l2r_l2loss_svc
+from lcoding.linear.solvers import METHOD_BINARY_SOLVERS
 from lcoding.linear.param_search import search_folds
 from lcoding.linear.problem import BinaryProblem, Coding, SolveResult
 from lcoding.local import _knn
@@ -97,9 +103,21 @@ CODING_FACTORS = {
 SCALED_CODINGS = (int(CodingType.GAUSSIAN), int(CodingType.KSTAR))
 OCC_CODINGS = (int(CodingType.G_OCC), int(CodingType.C_OCC))
 LLSVM_CODINGS = tuple(int(c) for c in llsvm.LLSVM_CODINGS)
-# -s values with warm-started C paths here: the dual CD (1, 3), primal Newton (2); the
-# other solvers' -C is lcoding.methods.grid_search's cold grid
+# -s values with warm-started C paths here: the dual CD (1, 3), primal Newton (2)
 WARM_SOLVERS = (1, 2, 3)
+# the SGD solvers on an LL-SVM coding: no warm start along C, but each fold's anchors
+# and codes are still shared by every C and -u of a setting (most of an SGD point's
+# cost: banana's -s 30 training is 0.07 of 0.08 s anchors and codes); every point is
+# trained cold, on the coarse path below.  The other solvers' -C is
+# lcoding.methods.grid_search's grid, each point a whole -v.
+SHARED_COLD_SOLVERS = (30, 32)
+COLD = "cold"                 # _loss of a solver trained cold at every C
+# the cold C path (a cold point is a whole training): powers of COLD_C_RATIO from -c
+# (COLD_C_START without it) up to MAX_C, COLD_PATIENCE values without a better rate
+# ending it once its rate rose above its start
+COLD_C_START = 1.0 / 64.0
+COLD_C_RATIO = 4.0
+COLD_PATIENCE = 2
 # what the search sets itself, left out of the options echoed in best_options
 SEARCH_FLAGS = ("-C", "-v", "-c", "-A", "-u")
 
@@ -359,12 +377,16 @@ def _solve_point(prob: BinaryProblem, point: TrainParams, quiet: Messages, loss:
     * ``-s 2`` (``loss == "primal"``): the primal Newton solver started from the
       previous ``w`` -- LIBLINEAR's ``-C`` for ``-s 2`` does the same -- or, cold, from
       the coded subsample's solution, exactly as the methods train it; ``row_threads``
-      split its products.  The result's ``alpha`` is that ``w`` (the next start)."""
+      split its products.  The result's ``alpha`` is that ``w`` (the next start).
+    * ``-s 30, 32`` (``loss == "cold"``): the SGD solver as the method runs it, from
+      its own start at every C."""
     if loss == PRIMAL:
         res = train_l2r_l2loss_svc(prob, point, quiet, init_w=start,
                                    n_threads=row_threads)
         res.alpha = res.w
         return res
+    if loss == COLD:                    # as the method trains it: no start to carry
+        return METHOD_BINARY_SOLVERS[int(point.solver_type)](prob, point, quiet)
     stall = (dual_cd.STALL_PASSES if loss == "l2" and (prob.coding is not None or stall_uncoded)
              else None)
     if row_threads > 1 and cocoa.worth_threads(prob):
@@ -413,14 +435,19 @@ PRIMAL = "primal"             # _loss of -s 2: the primal Newton solver, warm-st
 
 def _loss(params: TrainParams) -> str:
     st = int(params.solver_type)
+    if st in SHARED_COLD_SOLVERS:
+        return COLD
     return PRIMAL if st == 2 else "l2" if st == 1 else "l1"
 
 
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
               info: Messages, quiet: Messages, on_point) -> None:
-    """The warm-started C path of one setting (one ``_*Setting`` per fold)."""
+    """The C path of one setting (one ``_*Setting`` per fold): warm-started, or for
+    the SGD solvers cold at every C on the coarse path (:data:`COLD_C_RATIO`,
+    :data:`COLD_PATIENCE`)."""
     l = y.shape[0]
     loss = _loss(search)
+    ratio, patience = (COLD_C_RATIO, COLD_PATIENCE) if loss == COLD else (C_RATIO, PATIENCE)
     target = np.empty(l)
     prev_alpha = [dict() for _ in folds]
     prev_w = [None] * len(folds)
@@ -451,9 +478,9 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
         num_unchanged += 1
         if num_unchanged == UNCHANGED_PATH_STOP:
             break
-        if best_rate > first_rate and since_best >= PATIENCE:
+        if best_rate > first_rate and since_best >= patience:
             break
-        C *= C_RATIO
+        C *= ratio
     if C > MAX_C:
         info("WARNING: maximum C reached.\n")
 
@@ -478,13 +505,21 @@ def point_options(params: TrainParams, C: float, n_anchors: int, coding_param: f
     return " ".join(part for part in (head, rest, tail) if part)
 
 
-def _require_warm(params: TrainParams) -> None:
-    """The warm-started paths train ``-s 1, 2, 3``; the router sends the other solvers
-    to :mod:`lcoding.methods.grid_search`."""
-    if int(params.solver_type) not in WARM_SOLVERS:
-        raise ValueError(f"-C: the warm-started search trains -s 1, 2 or 3, not "
-                         f"-s {int(params.solver_type)} (lcoding.methods.grid_search "
-                         f"searches the others; option -s)")
+def searches_here(params: TrainParams) -> bool:
+    """Whether these options' ``-C`` runs here: ``-s 1, 2, 3`` (warm-started) on a local
+    coding, anchor planes or a kernel map, and ``-s 30, 32`` (cold, on shared anchors
+    and codes) on an LL-SVM coding.  The router sends the others to
+    :mod:`lcoding.methods.grid_search`."""
+    st = int(params.solver_type)
+    return st in WARM_SOLVERS or (st in SHARED_COLD_SOLVERS and params.kernel_type < 0
+                                  and params.coding in LLSVM_CODINGS)
+
+
+def _require_here(params: TrainParams) -> None:
+    if not searches_here(params):
+        raise ValueError(f"-C: this search trains -s 1, 2 or 3 (and -s 30, 32 on an LL-SVM "
+                         f"coding), not -s {int(params.solver_type)} here "
+                         f"(lcoding.methods.grid_search searches the others; option -s)")
 
 
 def _search_inputs(y, rows: Rows, params: TrainParams, info, counter):
@@ -673,7 +708,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
     alone, at the given ``-A`` and ``-u`` (one setting)."""
     check_parameter(params)
     check_search_parameter(params)
-    _require_warm(params)
+    _require_here(params)
     if params.coding not in LLSVM_CODINGS + OCC_CODINGS:
         raise ValueError(f"-C: -L {params.coding} has no local parameter search (option -L)")
     if params.coding in LLSVM_CODINGS:
@@ -686,8 +721,11 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
     mapped = kernel_map(rows) if kernel_map is not None else rows
     folds = _folds(y, mapped, params, perm)
     search = params.replaced()
-    C0 = min(float(params.C) if params.flag_C_specified else start_C(mapped, float(params.bias)),
-             MAX_C)
+    if _loss(params) == COLD:
+        C0 = min(float(params.C) if params.flag_C_specified else COLD_C_START, MAX_C)
+    else:
+        C0 = min(float(params.C) if params.flag_C_specified
+                 else start_C(mapped, float(params.bias)), MAX_C)
     points: list = []
     if params.coding in OCC_CODINGS:
         # planes beyond the rank bound of the data cannot be learned: the grid scales
@@ -758,7 +796,7 @@ def find_kernel_map_parameters(y, rows: Rows, params: TrainParams,
     ``counter['maps']`` counts the maps built)."""
     check_parameter(params)
     check_search_parameter(params)
-    _require_warm(params)
+    _require_here(params)
     info, quiet, counter, y = _search_inputs(y, rows, params, info, counter)
     folds = _folds(y, rows, params, None)
     search = invariant.linear_params(params)

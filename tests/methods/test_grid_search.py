@@ -47,7 +47,7 @@ SLOW = pytest.mark.slow       # 0.5 s or more (the quick subset's rule)
 
 
 @pytest.mark.parametrize("options", [
-    pytest.param("-C -s 30 -L 2 -B 1 -A 12 -k 4 -v 3", marks=SLOW),
+    pytest.param("-C -s 33 -L 2 -B 1 -A 12 -k 4 -v 3", marks=SLOW),
     pytest.param("-C -s 4 -L 1 -B 1 -A 4 -k 2 -v 3", marks=SLOW),
     pytest.param("-C -s 31 -L 3 -A 8 -B 1 -v 3", marks=SLOW),
     "-C -s 40 -k 2 -Q 2 -v 3",
@@ -95,11 +95,11 @@ def test_the_C_path_is_coarse_from_c_and_stops(rings):
     """C runs over powers of 4 from -c (1/64 without it) to 1024; a path ends after
     two values without a better rate once it rose above its start."""
     y, rows = rings
-    _, points = _search(y, rows, "-C -s 30 -L 2 -B 1 -A 8 -k 4 -u 1 -c 0.5 -v 3")
+    _, points = _search(y, rows, "-C -s 31 -L 2 -B 1 -A 8 -k 4 -u 1 -c 0.5 -v 3")
     Cs = [p.C for p in points if p.n_anchors == 8 and p.coding_param == 1.0]
     assert Cs[0] == 0.5 and all(b == 4 * a for a, b in zip(Cs, Cs[1:]))
     assert Cs[-1] <= 1024
-    _, points = _search(y, rows, "-C -s 30 -L 2 -B 1 -A 8 -k 4 -u 1 -v 3")
+    _, points = _search(y, rows, "-C -s 31 -L 2 -B 1 -A 8 -k 4 -u 1 -v 3")
     rates = [p.rate for p in points if p.n_anchors == 8 and p.coding_param == 1.0]
     assert points[0].C == 1.0 / 64
     if len(rates) < 9:                  # stopped early: by the patience rule
@@ -109,7 +109,7 @@ def test_the_C_path_is_coarse_from_c_and_stops(rings):
 
 def test_a_setting_that_fails_is_skipped_with_a_line(rings):
     y, rows = rings
-    params = parse_train_options("-C -s 30 -L 2 -B 1 -A 12 -k 4 -u 1 -v 3")
+    params = parse_train_options("-C -s 31 -L 2 -B 1 -A 12 -k 4 -u 1 -v 3")
     lines = []
     calls = []
 
@@ -140,7 +140,7 @@ def test_search_is_seeded(rings):
 @SLOW
 def test_train_and_the_command_line(rings, tmp_path, capsys):
     y, rows = rings
-    result = train(y, rows.to_csr(), "-C -s 30 -L 2 -B 1 -A 8 -k 4 -u 1 -v 3")
+    result = train(y, rows.to_csr(), "-C -s 31 -L 2 -B 1 -A 8 -k 4 -u 1 -v 3")
     out = capsys.readouterr().out
     assert isinstance(result, LocalSearchResult)
     assert [l for l in out.splitlines() if l][-1].startswith("Best C = ")
@@ -164,9 +164,11 @@ def test_train_and_the_command_line(rings, tmp_path, capsys):
 
 
 def test_routing():
-    cold = ["-s 30 -L 2", "-s 32 -L 1", "-s 4 -L 2", "-s 31 -L 3", "-s 33 -L 2", "-s 40",
-            "-s 41", "-s 0 -t 2", "-s 30 -L 4"]
-    warm = ["-s 1 -L 2", "-s 2 -L 2", "-s 3 -L 6", "-s 2 -t 2", "-s 1 -L 4", "-s 2", "-s 0"]
+    cold = ["-s 4 -L 2", "-s 31 -L 3", "-s 33 -L 2", "-s 40", "-s 41", "-s 0 -t 2",
+            "-s 30 -t 2", "-s 30 -L 4", "-s 32 -L 5"]
+    # local_search's paths: warm, or cold on shared anchors (-s 30, 32 on LL-SVM)
+    warm = ["-s 1 -L 2", "-s 2 -L 2", "-s 3 -L 6", "-s 2 -t 2", "-s 1 -L 4", "-s 2", "-s 0",
+            "-s 30 -L 2", "-s 32 -L 1"]
     for options in cold:
         assert grid_search.searches_cold(parse_train_options(options)), options
     for options in warm:

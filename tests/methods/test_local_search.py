@@ -69,6 +69,28 @@ def test_cv_rate_of_a_point_equals_cross_validation(small, options):
         assert abs(p.rate - _cv_rate(y, rows, f"{p.options} -v {nr_fold}")) <= 3.0 / N_SMALL
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("options", ["-C -s 30 -L 2 -B 1 -A 12 -k 4 -v 3",
+                                     "-C -s 32 -L 1 -A 8 -k 4 -c 0.25 -v 3"])
+def test_sgd_points_are_cross_validation_on_shared_anchors(small, options):
+    """-s 30, 32 on an LL-SVM coding: no warm start, so every point is -v's model at
+    its options, exactly -- on each fold's anchors and codes, learned once per fold and
+    setting for all the C; C runs over powers of 4 (from -c, else 1/64)."""
+    y, rows = small
+    counter = {}
+    _, points = _search(y, rows, options, counter)
+    settings = {(p.n_anchors, p.coding_param) for p in points}
+    assert counter["codes"] == 3 * len(settings)
+    assert counter["anchors"] == 3 * len({a for a, _ in settings})
+    for p in points[::3]:
+        assert p.rate == _cv_rate(y, rows, p.options + " -v 3"), p.options
+    first = points[0].C
+    assert first == (0.25 if "-c 0.25" in options else 1.0 / 64)
+    Cs = [p.C for p in points if (p.n_anchors, p.coding_param) == (points[0].n_anchors,
+                                                                     points[0].coding_param)]
+    assert all(b == 4 * a for a, b in zip(Cs, Cs[1:]))
+
+
 def test_anchors_and_codes_are_computed_once_per_fold_and_setting(small, monkeypatch):
     y, rows = small
     calls = {"anchors": 0, "code": 0}
