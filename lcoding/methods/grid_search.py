@@ -176,7 +176,8 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
         setting = params.replaced(**values)
         first = best = None
         since_best = 0
-        for C in (_c_path(params) if searches_C else [float(params.C)]):
+        Cs = list(_c_path(params)) if searches_C else [float(params.C)]
+        for C in Cs:
             point = setting.replaced(C=C)
             try:
                 target = cross_validate(point)
@@ -200,6 +201,9 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
                 since_best += 1
             if best > first and since_best >= COLD_PATIENCE:
                 break
+        else:                            # the path ran to its last C, as the warm paths say
+            if searches_C:
+                info("WARNING: maximum C reached.\n")
     if not points:
         raise ValueError(f"-C: no setting could be trained ({errors[0] if errors else 'none'})")
     winner = max(points, key=lambda p: p.rate)    # the first of the best (max keeps it)

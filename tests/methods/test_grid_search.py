@@ -102,9 +102,21 @@ def test_the_C_path_is_coarse_from_c_and_stops(rings):
     _, points = _search(y, rows, "-C -s 31 -L 2 -B 1 -A 8 -k 4 -u 1 -v 3")
     rates = [p.rate for p in points if p.n_anchors == 8 and p.coding_param == 1.0]
     assert points[0].C == 1.0 / 64
-    if len(rates) < 9:                  # stopped early: by the patience rule
+    if len(rates) < 17:                 # stopped early: by the patience rule
         best = max(rates)
         assert best > rates[0] and rates.index(best) == len(rates) - 3
+    # a path that runs to 1024 says so, as the warm paths do
+    lines = []
+    params = parse_train_options("-C -s 40 -k 1 -Q 1 -v 3")
+    grid_search.find_grid_parameters(y, rows, parse_train_options(
+        "-C -s 31 -L 2 -B 1 -A 8 -k 4 -u 1 -c 256 -v 3"),
+        lambda p: cross_validation(y, rows, p, 3, Messages(True)), lines.append)
+    assert lines.count("WARNING: maximum C reached.\n") == 6     # one per setting
+    lines.clear()
+    grid_search.find_grid_parameters(y, rows, params,
+                                     lambda p: cross_validation(y, rows, p, 3, Messages(True)),
+                                     lines.append)
+    assert not any("WARNING" in l for l in lines)                 # no C, no path
 
 
 def test_a_setting_that_fails_is_skipped_with_a_line(rings):
