@@ -99,7 +99,8 @@ def _c_path(params: TrainParams):
 
 
 def _settings(y, rows: Rows, params: TrainParams):
-    """``(label, {attribute: value}, options tail)`` of every setting of the grid."""
+    """``(label, {attribute: value}, options tail)`` of every setting of the grid; in
+    place of the values, the ValueError of a setting that cannot be prepared."""
     st = int(params.solver_type)
     if st in KQ_SOLVERS:
         for k, q in kq_grid(params, rows.n_features):
@@ -122,7 +123,12 @@ def _settings(y, rows: Rows, params: TrainParams):
         return
     for A in anchor_grid(params):
         sp = params.replaced(n_anchors=A)
-        anchors = (_fold_anchors([fold], sp, {})[0] if "-u" not in params.given else None)
+        try:                            # the width rule's anchors (fold 1's, as -C's)
+            anchors = (_fold_anchors([fold], sp, {})[0] if "-u" not in params.given
+                       else None)
+        except ValueError as err:       # e.g. more anchors than the fold's rows
+            yield (f"A={A}\t", err, "")
+            continue
         for u in coding_grid(sp, fold.rows, anchors):
             yield (f"A={A}\tu={u:g}\t", {"n_anchors": A, "coding_param": u},
                    f"-A {A} -u {float_text(u)}")
@@ -173,6 +179,10 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
     points: list = []
     errors: list = []
     for label, values, tail in _settings(y, rows, params):
+        if isinstance(values, ValueError):
+            info(f"{label}skipped ({values})\n")
+            errors.append(str(values))
+            continue
         setting = params.replaced(**values)
         first = best = None
         since_best = 0

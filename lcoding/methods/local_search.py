@@ -757,7 +757,11 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
                       "A=%d\t" % A, info, quiet, record(A, u))
             continue
         sp = search.replaced(n_anchors=A)
-        anchors = _fold_anchors(folds, sp, counter)
+        try:
+            anchors = _fold_anchors(folds, sp, counter)
+        except ValueError as err:        # e.g. more anchors than a fold's rows
+            info(f"-A {A}: skipped ({err})\n")
+            continue
         us = [float(params.coding_param)] if c_only else coding_grid(sp, folds[0].rows,
                                                                       anchors[0])
         for u in us:

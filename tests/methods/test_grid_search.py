@@ -218,3 +218,19 @@ def test_C_searches_every_estimators_options(rings, make, capsys):
     model = train(y, X, result.best_options)
     assert model.nr_class == 3
     capsys.readouterr()
+
+
+def test_a_setting_whose_anchors_cannot_be_learned_is_skipped():
+    """The width rule's anchors of a setting larger than fold 1's rows: skipped with a
+    line before any training (was an error ending the search)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 3))
+    y = np.r_[np.zeros(6), np.ones(6)]
+    rows = as_rows(X, "x")
+    lines = []
+    params = parse_train_options("-C -s 31 -L 3 -A 20 -B 1 -v 3")
+    _, points = grid_search.find_grid_parameters(
+        y, rows, params, lambda p: cross_validation(y, rows, p, 3, Messages(True)),
+        lines.append)
+    assert "A=10\tskipped (-A 10: more anchors than training rows (8))\n" in lines
+    assert {p.n_anchors for p in points} == {5}

@@ -544,3 +544,20 @@ def test_what_shares_fold_work():
         assert not local_search.shares_fold_work(parse_train_options(options)), options
     with pytest.raises(ValueError, match="neither a kernel PCA map nor a local coding"):
         local_search.SharedFolds(np.zeros(4), None, parse_train_options("-s 2"), 2)
+
+
+def test_an_anchor_setting_a_fold_cannot_hold_is_skipped_with_a_line():
+    """-A larger than a fold's rows: that setting is skipped with a line, the others
+    are searched (warm path: LL-SVM's anchors, as the planes' bases already were)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8, 3))
+    y = np.r_[np.zeros(4), np.ones(4)]
+    lines = []
+    result, points = find_local_parameters(y, as_rows(X, "x"),
+                                           parse_train_options("-C -L 2 -A 8 -k 2 -v 4"),
+                                           lines.append)
+    assert "-A 8: skipped (-A 8: more anchors than training rows (6))\n" in lines
+    assert {p.n_anchors for p in points} == {2, 4}
+    with pytest.raises(ValueError, match="no setting of -A could be trained"):
+        find_local_parameters(y, as_rows(X, "x"),
+                              parse_train_options("-C -L 2 -A 40 -k 20 -v 4"), lines.append)
