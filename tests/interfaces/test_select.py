@@ -23,6 +23,7 @@ def small():
     return y[ids], rows.take(ids).to_csr()
 
 
+@pytest.mark.slow
 def test_successive_halving_table_and_winner(small, monkeypatch):
     y, X = small
     monkeypatch.setattr(sel, "MIN_ROWS", 150)
@@ -487,6 +488,7 @@ def test_C_L_auto_with_no_candidate_run_says_so(small, fixed_candidates, capsys)
     assert "CV accuracy = not measured  Best options: -s 2 -B 1 -c 1" in out
 
 
+@pytest.mark.slow
 def test_k_q_metrics_is_a_candidate_for_many_features(monkeypatch):
     """51 to 100 000 features (images, text): KQMetricsClassifier()'s setting is
     tried; not for few features (its PCA to 50 dimensions would be no reduction) nor

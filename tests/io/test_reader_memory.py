@@ -25,6 +25,7 @@ print((after - before) // 1024, x)
 
 
 @pytest.mark.parametrize("index", [100_000_000, 2 ** 31 - 1])
+@pytest.mark.slow
 def test_dict_mode_memory_does_not_grow_with_the_index(tmp_path, index):
     """A 2-line file with index 1e8 took 3.9 GB (a table of one int object per index up
     to the largest); index 2**31 - 1 raised an empty MemoryError."""

@@ -411,6 +411,7 @@ def test_multiclass_keeps_its_class_threads(shared_data):
         assert "CoCoA+" not in out2 and "block-synchronous" not in out2
 
 
+@pytest.mark.slow
 def test_the_round_threads_stop_on_a_stop_request_and_are_not_left_behind(monkeypatch,
                                                                           scheme):
     """Ctrl-C (the stop request of core.threads) during -m 2 rounds or block sweeps:
@@ -459,6 +460,7 @@ def test_the_round_threads_stop_on_a_stop_request_and_are_not_left_behind(monkey
 
 
 @pytest.mark.parametrize("stall_rule", [True, False])
+@pytest.mark.slow
 def test_m2_hands_a_lagging_coded_problem_to_newton(shared_data, stall_rule, monkeypatch):
     """skin's LL-SVM: CoCoA+'s W stops moving while its duality gap is 50x its
     tolerance, and its projected-gradient spread stops halving; the primal Newton

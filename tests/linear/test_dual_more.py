@@ -295,6 +295,7 @@ def test_crammer_singer_26_classes():
     assert cmp.model.w.shape == (16, 26)
 
 
+@pytest.mark.slow
 def test_crammer_singer_binary_has_two_columns():
     y, rows = dataset("ijcnn1", 20000)
     cmp = assert_classifier_agrees(y, rows, "-s 4 -B 1 -e 0.01")

@@ -145,6 +145,7 @@ def test_regression_agrees_with_liblinear(options):
     compare_with_liblinear(y, X, options, 11)
 
 
+@pytest.mark.slow
 def test_regression_on_shared_features(shared_data):
     # usps pixels with the digit as a real-valued target
     y, X = subsample(shared_data, "usps", 1500)

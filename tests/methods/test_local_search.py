@@ -91,6 +91,7 @@ def test_sgd_points_are_cross_validation_on_shared_anchors(small, options):
     assert all(b == 4 * a for a, b in zip(Cs, Cs[1:]))
 
 
+@pytest.mark.slow
 def test_anchors_and_codes_are_computed_once_per_fold_and_setting(small, monkeypatch):
     y, rows = small
     calls = {"anchors": 0, "code": 0}
@@ -392,6 +393,7 @@ def _kernel_search(y, rows, options, counter=None, c_only=False):
 @pytest.mark.parametrize("options", ["-C -t 2 -X 60 -B 1 -c 0.5 -e 0.01",
                                      "-C -s 3 -t 1 -r 1 -X 40 -c 0.25 -v 3",
                                      "-C -s 2 -t 2 -X 60 -B 1 -c 0.5 -v 3"])
+@pytest.mark.slow
 def test_kernel_map_search_points_are_cross_validation(small, options):
     """-C -t: for each -g of the grid (g/4, g, 4g around LIBSVM's 1 / features), the
     first point of the C path (cold start) is -v's model on the same folds, the same
