@@ -330,11 +330,21 @@ def _survivors(results: list, keep: int, n_rows: int | None = None) -> list:
     return chosen
 
 
+# the solvers whose settings the selector groups into families: the dual CD.  -s 2
+# (Newton) settings can share their folds too (SharedFolds), but grouped here they
+# changed the rungs' choices under the budget for the worse: at a tenth of the RBF
+# SVM's time, banana 9.51 -> 10.19 % and ijcnn1 1.31 -> 1.46 % test error (ijcnn1's
+# winner became LocallyLinearSVC()'s setting at 16 times its C, chosen on the first
+# rung's rows); they stay single candidates until the rung cost model is re-checked
+# with them
+FAMILY_SOLVERS = (1, 3)
+
+
 def _families(cands: list, extra: str) -> dict:
     """candidate -> its options without ``-c``, for the candidates whose folds' work
     does not depend on C (:func:`~lcoding.methods.local_search.shares_fold_work`: a
-    kernel PCA map, a local coding by ``-s 1, 3``).  Candidates of a rung with the
-    same key are one setting at several C: :func:`cross_validation_at_Cs` builds each
+    kernel PCA map, a local coding) trained by the dual CD (:data:`FAMILY_SOLVERS`).
+    Candidates of a rung with the same key are one setting at several C: :func:`cross_validation_at_Cs` builds each
     fold's map (anchors, codes) once for all of them and trains every C cold, so that
     their CV errors are the ones ``-v`` gives each alone.  On magic04 (1408 rows) the
     three C of a kernel map took 0.91 s together, 1.74 s one by one; letter's (1300 rows)
@@ -346,7 +356,7 @@ def _families(cands: list, extra: str) -> dict:
             params = parse_train_options(options + extra)
         except ValueError:
             continue            # the trial reports it
-        if shares_fold_work(params):
+        if shares_fold_work(params) and int(params.solver_type) in FAMILY_SOLVERS:
             out[c] = re.sub(r"(^| )-c \S+", "", options).strip()
     return out
 
@@ -393,6 +403,12 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
     parsed = parse_train_options(options + extra)
     if parsed.coding == 0 and parsed.kernel_type < 0:
         return None             # not a local coding or kernel map (linear, k q-metrics...)
+    if int(parsed.solver_type) not in FAMILY_SOLVERS:
+        # -C runs every solver now, but a -s 2 winner refined on its rung's rows did
+        # worse on all of them: ijcnn1 at a tenth of the RBF SVM's time took
+        # LocallyLinearSVC()'s setting at 16 times its C (CV error 2.97 against about
+        # 3 % on 5554 rows), test error 1.31 -> 1.46 %
+        return None
     try:
         params = parse_train_options("-C " + options + extra + f" -v {min(nr_fold, n_r)}")
         check_search_parameter(params)
