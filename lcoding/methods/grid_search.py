@@ -147,7 +147,8 @@ def _check(params: TrainParams, rows: Rows) -> None:
     """The method's own checks, once, before the first point."""
     st = int(params.solver_type)
     if st in KQ_SOLVERS:
-        kq.check_kq_params(params.replaced(kq_dim=1, kq_pca=0), rows.n_features)
+        # q is the grid's (capped at the dimension); the other checks are the method's
+        kq.check_kq_params(params.replaced(kq_dim=1), rows.n_features)
     elif params.kernel_type >= 0:
         invariant.check_kernel_params(params)
     elif st in JOINT_SOLVERS:

@@ -78,9 +78,12 @@ def test_the_k_q_metrics_grid_has_no_C(rings):
     line = best_parameters_line(result)
     assert line.startswith("CV accuracy = ") and "Best C" not in line
     assert "Best options: -s 40 " in line
-    # -Q above the dimension is an error when training, not when searching
+    # -Q above the dimension is an error when training, not when searching; the
+    # method's other checks stay errors of the search
     with pytest.raises(ValueError, match="-Q 8"):
         train(y, rows.to_csr(), "-s 40 -k 4 -Q 8 -q")
+    with pytest.raises(ValueError, match="-l 5: more PCA dimensions than the 4 features"):
+        train(y, rows.to_csr(), "-C -s 41 -l 5 -q")
 
 
 def test_kq_grid_rules():
