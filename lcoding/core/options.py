@@ -712,6 +712,12 @@ def check_search_parameter(params) -> None:
         if params.coding or params.kernel_map:
             raise ValueError("-C with -t: the kernel PCA map's search takes no local "
                              "coding (-L) or additive kernel map (-K)")
+        st = int(params.solver_type)
+        if st in REGRESSION_SOLVERS or st == int(SolverType.ONECLASS_SVM):
+            raise ValueError(f"-C with -t: the kernel PCA map's search scores classifiers "
+                             f"by their cross-validation accuracy; -s {st} is a "
+                             f"{'regression' if st in REGRESSION_SOLVERS else 'one-class'} "
+                             f"solver (option -s)")
         return
     if params.coding == 0 and int(params.solver_type) not in KQ_SOLVER_TYPES:
         if params.kernel_map:

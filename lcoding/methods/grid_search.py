@@ -4,7 +4,9 @@ nor share their anchors across C: a grid of settings, each point trained cold on
 
 :mod:`lcoding.methods.local_search` runs warm-started C paths for the solvers that
 have a dual or primal point to carry (``-s 1, 2, 3``), and cold paths on shared
-anchors and codes for the SGD solvers on an LL-SVM coding (``-s 30, 32``).  The
+anchors and codes for the SGD solvers on an LL-SVM coding (``-s 30, 32``) or on a
+shared kernel map for the other one-vs-rest linear solvers (``-s 0, 5, 6, 7, 30,
+32`` after ``-t``).  The
 other local methods are trained here point by point, exactly as ``-v`` trains them
 (the same permutation of the rows for a seed, fold ``f`` at seed path ``(f + 1,)``),
 so every rate printed is the rate ``-v`` gives with that point's options:
@@ -19,7 +21,7 @@ with ``-s 30, 32``             rank bound ``min(features, fold rows)``
 LLC-JO / LLC-SAPL              ``-A`` and ``-u`` as LL-SVM (k* ``mu`` /         yes
 ``-s 31, 33``                  the Gaussian ``beta``)
 kernel PCA map ``-t`` with     ``-g``: ``g/4, g, 4g``                           yes
-another linear solver
+``-s 4`` (Crammer-Singer)
 k q-metrics / k q-flats        ``-k``: ``k/2, k, 2k``; ``-Q``: ``q/4, q/2, q``   no (no C)
 ``-s 40, 41``                  with ``q = min(-Q, dimension)``
 ============================  ===============================================  =========

@@ -111,6 +111,11 @@ WARM_SOLVERS = (1, 2, 3)
 # trained cold, on the coarse path below.  The other solvers' -C is
 # lcoding.methods.grid_search's grid, each point a whole -v.
 SHARED_COLD_SOLVERS = (30, 32)
+# the same for the one-vs-rest linear solvers after a kernel PCA map (logistic
+# regression -s 0, 7, the L1-regularised -s 5, 6, SGD): each fold's map, most of a
+# trial, built once per -g for every C (Crammer-Singer -s 4, one joint problem, stays
+# grid_search's)
+KERNEL_COLD_SOLVERS = (0, 5, 6, 7, 30, 32)
 COLD = "cold"                 # _loss of a solver trained cold at every C
 # the cold C path (a cold point is a whole training): powers of COLD_C_RATIO from -c
 # (COLD_C_START without it) up to MAX_C, COLD_PATIENCE values without a better rate
@@ -435,7 +440,7 @@ PRIMAL = "primal"             # _loss of -s 2: the primal Newton solver, warm-st
 
 def _loss(params: TrainParams) -> str:
     st = int(params.solver_type)
-    if st in SHARED_COLD_SOLVERS:
+    if st not in WARM_SOLVERS:          # SHARED_COLD_SOLVERS, KERNEL_COLD_SOLVERS
         return COLD
     return PRIMAL if st == 2 else "l2" if st == 1 else "l1"
 
@@ -507,18 +512,33 @@ def point_options(params: TrainParams, C: float, n_anchors: int, coding_param: f
 
 def searches_here(params: TrainParams) -> bool:
     """Whether these options' ``-C`` runs here: ``-s 1, 2, 3`` (warm-started) on a local
-    coding, anchor planes or a kernel map, and ``-s 30, 32`` (cold, on shared anchors
-    and codes) on an LL-SVM coding.  The router sends the others to
+    coding, anchor planes or a kernel map; ``-s 30, 32`` (cold, on shared anchors and
+    codes) on an LL-SVM coding; the other one-vs-rest linear solvers
+    (:data:`KERNEL_COLD_SOLVERS`, cold, on each fold's shared map) after a kernel map.  The router sends the others to
     :mod:`lcoding.methods.grid_search`."""
     st = int(params.solver_type)
-    return st in WARM_SOLVERS or (st in SHARED_COLD_SOLVERS and params.kernel_type < 0
+    if params.kernel_type >= 0:
+        return st in WARM_SOLVERS or st in KERNEL_COLD_SOLVERS
+    return st in WARM_SOLVERS or (st in SHARED_COLD_SOLVERS
                                   and params.coding in LLSVM_CODINGS)
+
+
+def _path_start(params: TrainParams, rows: Rows) -> float:
+    """The first C of a path: ``-c`` when given, else LIBLINEAR's start for the warm
+    paths (:func:`start_C` of the rows the solver sees), :data:`COLD_C_START` for the
+    cold ones; at most :data:`MAX_C`."""
+    if params.flag_C_specified:
+        return min(float(params.C), MAX_C)
+    if _loss(params) == COLD:
+        return COLD_C_START
+    return min(start_C(rows, float(params.bias)), MAX_C)
 
 
 def _require_here(params: TrainParams) -> None:
     if not searches_here(params):
         raise ValueError(f"-C: this search trains -s 1, 2 or 3 (and -s 30, 32 on an LL-SVM "
-                         f"coding), not -s {int(params.solver_type)} here "
+                         f"coding, -s 0, 5, 6, 7, 30, 32 on a kernel map), not "
+                         f"-s {int(params.solver_type)} here "
                          f"(lcoding.methods.grid_search searches the others; option -s)")
 
 
@@ -721,11 +741,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
     mapped = kernel_map(rows) if kernel_map is not None else rows
     folds = _folds(y, mapped, params, perm)
     search = params.replaced()
-    if _loss(params) == COLD:
-        C0 = min(float(params.C) if params.flag_C_specified else COLD_C_START, MAX_C)
-    else:
-        C0 = min(float(params.C) if params.flag_C_specified
-                 else start_C(mapped, float(params.bias)), MAX_C)
+    C0 = _path_start(params, mapped)
     points: list = []
     if params.coding in OCC_CODINGS:
         # planes beyond the rank bound of the data cannot be learned: the grid scales
@@ -812,8 +828,7 @@ def find_kernel_map_parameters(y, rows: Rows, params: TrainParams,
     for g in gammas:
         kernel = invariant.kernel_from_params(params.replaced(kernel_gamma=g), rows.n_features)
         settings = [_KernelMapSetting(f, kernel, params, counter) for f in folds]
-        C0 = min(float(params.C) if params.flag_C_specified
-                 else start_C(settings[0].mapped, float(params.bias)), MAX_C)
+        C0 = _path_start(params, settings[0].mapped)
 
         def on_point(C, rate, g=g):
             tail = f"-g {float_text(g)} -c {float_text(C)}"

@@ -52,7 +52,7 @@ SLOW = pytest.mark.slow       # 0.5 s or more (the quick subset's rule)
     pytest.param("-C -s 31 -L 3 -A 8 -B 1 -v 3", marks=SLOW),
     "-C -s 40 -k 2 -Q 2 -v 3",
     "-C -s 41 -k 4 -Q 2 -y 1 -v 3",
-    pytest.param("-C -s 0 -t 2 -X 40 -B 1 -v 3", marks=SLOW),
+    pytest.param("-C -s 4 -t 2 -X 40 -B 1 -v 3", marks=SLOW),
 ])
 def test_every_point_is_cross_validation_of_its_options(rings, options):
     """A cold point is -v's model with the point's options on the same folds: the
@@ -179,11 +179,12 @@ def test_train_and_the_command_line(rings, tmp_path, capsys):
 
 
 def test_routing():
-    cold = ["-s 4 -L 2", "-s 31 -L 3", "-s 33 -L 2", "-s 40", "-s 41", "-s 0 -t 2",
-            "-s 30 -t 2", "-s 30 -L 4", "-s 32 -L 5"]
-    # local_search's paths: warm, or cold on shared anchors (-s 30, 32 on LL-SVM)
+    cold = ["-s 4 -L 2", "-s 31 -L 3", "-s 33 -L 2", "-s 40", "-s 41", "-s 4 -t 2",
+            "-s 30 -L 4", "-s 32 -L 5"]
+    # local_search's paths: warm, or cold on shared anchors (-s 30, 32 on LL-SVM) or a
+    # shared map (the one-vs-rest linear solvers after -t)
     warm = ["-s 1 -L 2", "-s 2 -L 2", "-s 3 -L 6", "-s 2 -t 2", "-s 1 -L 4", "-s 2", "-s 0",
-            "-s 30 -L 2", "-s 32 -L 1"]
+            "-s 30 -L 2", "-s 32 -L 1", "-s 0 -t 2", "-s 5 -t 2", "-s 7 -t 2", "-s 30 -t 2"]
     for options in cold:
         assert grid_search.searches_cold(parse_train_options(options)), options
     for options in warm:

@@ -418,6 +418,32 @@ def test_kernel_map_search_points_are_cross_validation(small, options):
     assert not params.flag_find_parameters and params.kernel_type >= 0
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("solver", [0, 5, 7, 30])
+def test_kernel_map_search_with_another_linear_solver_shares_the_map(small, solver):
+    """-C -t with a one-vs-rest solver that has no warm start (logistic regression,
+    L1, SGD): every C is trained cold on each fold's map, built once per -g, and every
+    point is -v's rate exactly; C over powers of 4 from -c."""
+    y, rows = small
+    counter = {}
+    options = f"-C -s {solver} -t 2 -X 40 -B 1 -c 0.25 -v 3"
+    _, points = _kernel_search(y, rows, options, counter)
+    assert counter["maps"] == 3 * 3                       # 3 folds x 3 values of -g
+    g0 = [p for p in points if p.coding_param == points[0].coding_param]
+    assert g0[0].C == 0.25 and all(b.C == 4 * a.C for a, b in zip(g0, g0[1:]))
+    for p in points[::3]:
+        assert p.rate == _cv_rate(y, rows, p.options + " -v 3"), p.options
+
+
+@pytest.mark.parametrize("solver, kind", [(11, "regression"), (12, "regression"),
+                                          (21, "one-class")])
+def test_kernel_map_search_refuses_regression_and_one_class(solver, kind):
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    y = (X[:, 0] > 0).astype(float)
+    with pytest.raises(ValueError, match=f"-s {solver} is a {kind} solver .option -s."):
+        train(y, X, f"-C -s {solver} -t 2 -q")
+
+
 def test_kernel_map_search_with_c_only_keeps_g(small):
     y, rows = small
     _, points = _kernel_search(y, rows, "-C -t 2 -g 3 -X 30 -B 1 -c 1", c_only=True)
