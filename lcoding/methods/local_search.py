@@ -448,8 +448,8 @@ def _loss(params: TrainParams) -> str:
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
               info: Messages, quiet: Messages, on_point) -> None:
     """The C path of one setting (one ``_*Setting`` per fold): warm-started, or for
-    the SGD solvers cold at every C on the coarse path (:data:`COLD_C_RATIO`,
-    :data:`COLD_PATIENCE`)."""
+    the solvers without a warm start (:func:`_loss` ``COLD``) cold at every C on the
+    coarse path (:data:`COLD_C_RATIO`, :data:`COLD_PATIENCE`)."""
     l = y.shape[0]
     loss = _loss(search)
     ratio, patience = (COLD_C_RATIO, COLD_PATIENCE) if loss == COLD else (C_RATIO, PATIENCE)
@@ -514,8 +514,8 @@ def searches_here(params: TrainParams) -> bool:
     """Whether these options' ``-C`` runs here: ``-s 1, 2, 3`` (warm-started) on a local
     coding, anchor planes or a kernel map; ``-s 30, 32`` (cold, on shared anchors and
     codes) on an LL-SVM coding; the other one-vs-rest linear solvers
-    (:data:`KERNEL_COLD_SOLVERS`, cold, on each fold's shared map) after a kernel map.  The router sends the others to
-    :mod:`lcoding.methods.grid_search`."""
+    (:data:`KERNEL_COLD_SOLVERS`, cold, on each fold's shared map) after a kernel
+    map.  The router sends the others to :mod:`lcoding.methods.grid_search`."""
     st = int(params.solver_type)
     if params.kernel_type >= 0:
         return st in WARM_SOLVERS or st in KERNEL_COLD_SOLVERS
