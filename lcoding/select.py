@@ -344,9 +344,9 @@ def _families(cands: list, extra: str) -> dict:
     """candidate -> its options without ``-c``, for the candidates whose folds' work
     does not depend on C (:func:`~lcoding.methods.local_search.shares_fold_work`: a
     kernel PCA map, a local coding) trained by the dual CD (:data:`FAMILY_SOLVERS`).
-    Candidates of a rung with the same key are one setting at several C: :func:`cross_validation_at_Cs` builds each
-    fold's map (anchors, codes) once for all of them and trains every C cold, so that
-    their CV errors are the ones ``-v`` gives each alone.  On magic04 (1408 rows) the
+    Candidates of a rung with the same key are one setting at several C:
+    :func:`cross_validation_at_Cs` builds each fold's map (anchors, codes) once for
+    all of them and trains every C cold, so that their CV errors are the ones ``-v`` gives each alone.  On magic04 (1408 rows) the
     three C of a kernel map took 0.91 s together, 1.74 s one by one; letter's (1300 rows)
     3.8 s and 6.9 s; the local codings' anchors and codes are a few percent of their
     trials."""
