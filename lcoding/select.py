@@ -330,13 +330,13 @@ def _survivors(results: list, keep: int, n_rows: int | None = None) -> list:
     return chosen
 
 
-# the solvers whose settings the selector groups into families: the dual CD.  -s 2
-# (Newton) settings can share their folds too (SharedFolds), but grouped here they
-# changed the rungs' choices under the budget for the worse: at a tenth of the RBF
-# SVM's time, banana 9.51 -> 10.19 % and ijcnn1 1.31 -> 1.46 % test error (ijcnn1's
-# winner became LocallyLinearSVC()'s setting at 16 times its C, chosen on the first
-# rung's rows); they stay single candidates until the rung cost model is re-checked
-# with them
+# the solvers whose settings the selector groups into families and whose winner's C
+# it refines: the dual CD.  -s 2 (Newton) settings can share their folds too
+# (SharedFolds) and -C searches them, but taken in here they changed the choice for
+# the worse: ijcnn1 at a tenth of the RBF SVM's time took LocallyLinearSVC()'s
+# setting at 16 times its C, refined on the first rung's 5554 rows, 1.31 -> 1.46 %
+# test error; they stay single, unrefined candidates until the rung cost model is
+# re-checked with them
 FAMILY_SOLVERS = (1, 3)
 
 
@@ -405,9 +405,7 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
         return None             # not a local coding or kernel map (linear, k q-metrics...)
     if int(parsed.solver_type) not in FAMILY_SOLVERS:
         # -C runs every solver now, but a -s 2 winner refined on its rung's rows did
-        # worse on all of them: ijcnn1 at a tenth of the RBF SVM's time took
-        # LocallyLinearSVC()'s setting at 16 times its C (CV error 2.97 against about
-        # 3 % on 5554 rows), test error 1.31 -> 1.46 %
+        # worse on all of them (FAMILY_SOLVERS)
         return None
     try:
         params = parse_train_options("-C " + options + extra + f" -v {min(nr_fold, n_r)}")
