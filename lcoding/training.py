@@ -238,7 +238,7 @@ def find_parameters(y: np.ndarray, rows: Rows, params: TrainParams,
             return cross_validation(y, rows, point, nr_fold, quiet)
         return run_interruptible(
             lambda: grid_search.find_grid_parameters(y, rows, params, cross_validate,
-                                                     info)[0])
+                                                     info, select_method(params).check)[0])
     if params.kernel_type >= 0:
         return run_interruptible(
             lambda: local_search.find_kernel_map_parameters(y, rows, params, info)[0])

@@ -49,19 +49,19 @@ from typing import Callable
 import numpy as np
 
 from lcoding.core.messages import Messages
-from lcoding.core.options import (JOINT_SOLVERS, SolverType, TrainParams, float_text,
+from lcoding.core.options import (JOINT_SOLVERS, KQ_SOLVER_TYPES, TrainParams, float_text,
                                   options_string)
 from lcoding.core.rows import Rows
 from lcoding.linear.param_search import search_folds
 from lcoding.local.coding import kernel_map_of
-from lcoding.methods import invariant, kq, llc_jo, llsvm, occ
+from lcoding.methods import kq
 from lcoding.methods.local_search import (COLD_C_RATIO, COLD_C_START, COLD_PATIENCE,
                                           LLSVM_CODINGS, MAX_C, OCC_CODINGS,
-                                          LocalSearchResult, SearchPoint, _fold_anchors,
-                                          _fold_at, anchor_grid, coding_grid,
-                                          kernel_gamma_grid, searches_here)
+                                          LocalSearchResult, SearchPoint, anchor_grid,
+                                          coding_grid, fold_anchors, fold_at,
+                                          kernel_gamma_grid, plane_grid, searches_here)
 
-KQ_SOLVERS = (int(SolverType.KQ_METRICS), int(SolverType.KQ_FLATS))
+KQ_SOLVERS = KQ_SOLVER_TYPES
 K_FACTORS = (0.5, 1.0, 2.0)
 Q_FRACTIONS = (0.25, 0.5, 1.0)
 
@@ -116,17 +116,16 @@ def _settings(y, rows: Rows, params: TrainParams):
     kernel_map = kernel_map_of(params)
     mapped = kernel_map(rows) if kernel_map is not None else rows
     nr_fold, perm, start = search_folds(rows.n_rows, params)
-    fold = _fold_at(0, y, mapped, params, perm, start)
+    fold = fold_at(0, y, mapped, params, perm, start)
     if params.coding in OCC_CODINGS:
         largest_fold = max(start[f + 1] - start[f] for f in range(nr_fold))
-        rank = min(mapped.n_features, rows.n_rows - largest_fold)
-        for A in anchor_grid(params.replaced(n_anchors=max(1, min(params.n_anchors, rank)))):
+        for A in plane_grid(params, mapped.n_features, rows.n_rows - largest_fold):
             yield (f"A={A}\t", {"n_anchors": A}, f"-A {A}")
         return
     for A in anchor_grid(params):
         sp = params.replaced(n_anchors=A)
         try:                            # the width rule's anchors (fold 1's, as -C's)
-            anchors = (_fold_anchors([fold], sp, {})[0] if "-u" not in params.given
+            anchors = (fold_anchors([fold], sp, {})[0] if "-u" not in params.given
                        else None)
         except ValueError as err:       # e.g. more anchors than the fold's rows
             yield (f"A={A}\t", err, "")
@@ -145,27 +144,23 @@ def _searched_flags(params: TrainParams) -> tuple:
     return ("-C", "-v", "-c", "-A", "-u")
 
 
-def _check(params: TrainParams, rows: Rows) -> None:
-    """The method's own checks, once, before the first point."""
-    st = int(params.solver_type)
-    if st in KQ_SOLVERS:
-        # q is the grid's (capped at the dimension); the other checks are the method's
-        kq.check_kq_params(params.replaced(kq_dim=1), rows.n_features)
-    elif params.kernel_type >= 0:
-        invariant.check_kernel_params(params)
-    elif st in JOINT_SOLVERS:
-        llc_jo.check_joint_params(params)
-    elif params.coding in OCC_CODINGS:
-        occ.check_occ_params(params)
-    else:
-        llsvm.check_local_params(params)
+def _check(params: TrainParams, rows: Rows, check) -> None:
+    """The method's own checks (``check``: its row of the router's METHODS table), once,
+    before the first point -- for the k q-metrics with the grid's ``q`` (capped at the
+    dimension, so ``-Q`` is not checked) and against the data's features (``-l``)."""
+    if int(params.solver_type) in KQ_SOLVERS:
+        params = params.replaced(kq_dim=1)
+        kq.check_kq_params(params, rows.n_features)
+    if check is not None:
+        check(params)
 
 
 def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: CrossValidate,
-                         info: Messages | None = None):
+                         info: Messages | None = None, check=None):
     """``-C`` by cold cross-validation of a grid (module doc).  ``cross_validate(p)``
     returns ``-v``'s label for every row with options ``p`` (the router's
-    ``cross_validation`` on ``params``' folds).  Returns ``(LocalSearchResult,
+    ``cross_validation`` on ``params``' folds); ``check(p)``, the method's checks of
+    its options (the router's METHODS table), runs once before the first point.  Returns ``(LocalSearchResult,
     points)``; a setting the method cannot train (e.g. more planes than the fold's
     rank) is skipped with a line, and only when every setting fails is that an
     error."""
@@ -175,7 +170,7 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
         raise ValueError(f"parameter search: {y.shape[0]} labels for {rows.n_rows} rows")
     if rows.n_rows == 0:
         raise ValueError("parameter search needs at least one training instance")
-    _check(params, rows)
+    _check(params, rows, check)
     searches_C = int(params.solver_type) not in KQ_SOLVERS
     rest = options_string(params, drop=_searched_flags(params))
     head = f"-s {int(params.solver_type)}" if "-s" not in params.given else ""

@@ -167,6 +167,14 @@ def start_C(rows: Rows, bias: float) -> float:
     return math.pow(2.0, math.floor(_log2(1.0 / (2.0 * rows.n_rows * max_sq))))
 
 
+def plane_grid(params: TrainParams, n_features: int, fold_rows: int) -> list:
+    """The numbers of planes tried with ``-L 4, 5``: :func:`anchor_grid` of ``-A``
+    capped first at the rank bound ``min(features, fold rows)`` (``fold_rows``: the
+    fewest training rows of a fold), beyond which planes cannot be learned."""
+    rank = min(int(n_features), int(fold_rows))
+    return anchor_grid(params.replaced(n_anchors=max(1, min(params.n_anchors, rank))))
+
+
 def anchor_grid(params: TrainParams) -> list:
     """The numbers of anchors (planes) tried: ``A/4, A/2, A`` (``A = -A``), each >= 1,
     LL-SVM's at least ``-k`` (k* has no ``-k``)."""
@@ -490,7 +498,7 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
         info("WARNING: maximum C reached.\n")
 
 
-def _fold_at(f: int, y, rows: Rows, params: TrainParams, perm, start) -> _Fold:
+def fold_at(f: int, y, rows: Rows, params: TrainParams, perm, start) -> _Fold:
     """Fold ``f`` of ``-v``'s permutation ``perm`` cut at ``start`` (seed path
     ``(f + 1,)``)."""
     return _Fold(f + 1, y, rows, np.concatenate([perm[:start[f]], perm[start[f + 1]:]]),
@@ -499,7 +507,7 @@ def _fold_at(f: int, y, rows: Rows, params: TrainParams, perm, start) -> _Fold:
 
 def _folds(y, rows: Rows, params: TrainParams, perm) -> list:
     nr_fold, perm, start = search_folds(rows.n_rows, params, perm)
-    return [_fold_at(f, y, rows, params, perm, start) for f in range(nr_fold)]
+    return [fold_at(f, y, rows, params, perm, start) for f in range(nr_fold)]
 
 
 def point_options(params: TrainParams, C: float, n_anchors: int, coding_param: float) -> str:
@@ -554,7 +562,7 @@ def _search_inputs(y, rows: Rows, params: TrainParams, info, counter):
     return info, Messages(quiet=True), counter, y
 
 
-def _fold_anchors(folds, params: TrainParams, counter: dict) -> list:
+def fold_anchors(folds, params: TrainParams, counter: dict) -> list:
     """Each fold's LL-SVM anchors at ``params``' ``-A`` (seed path of ``-v``'s fold)."""
     mp = LLSVMParams.from_train_params(params)
     anchors = []
@@ -659,14 +667,14 @@ class SharedFolds:
     def _fold_work(self, f: int):
         """Fold f (``-v``'s, seed path ``(f + 1,)``) and its C-free work."""
         params = self._params
-        fold = _fold_at(f, self.y, self._rows, params, self._perm, self._start)
+        fold = fold_at(f, self.y, self._rows, params, self._perm, self._start)
         if params.kernel_type >= 0:
             kernel = invariant.kernel_from_params(params, self._nr_feature)
             return fold, _KernelMapSetting(fold, kernel, params, self._counter)
         if params.coding in OCC_CODINGS:
             return fold, _OCCSetting(fold, int(params.n_anchors), params,
                                      self._rows.n_features, self._counter)
-        anchors = _fold_anchors([fold], params, self._counter)
+        anchors = fold_anchors([fold], params, self._counter)
         return fold, _llsvm_settings([fold], anchors, params, self._nr_feature,
                                      self._kernel_map, self._counter)[0]
 
@@ -744,10 +752,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
     C0 = _path_start(params, mapped)
     points: list = []
     if params.coding in OCC_CODINGS:
-        # planes beyond the rank bound of the data cannot be learned: the grid scales
-        # down to min(-A, features, fold rows)
-        rank = min(mapped.n_features, min(f.rows.n_rows for f in folds))
-        grid = anchor_grid(params.replaced(n_anchors=max(1, min(params.n_anchors, rank))))
+        grid = plane_grid(params, mapped.n_features, min(f.rows.n_rows for f in folds))
     else:
         grid = anchor_grid(params)
     if c_only:
@@ -774,7 +779,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
             continue
         sp = search.replaced(n_anchors=A)
         try:
-            anchors = _fold_anchors(folds, sp, counter)
+            anchors = fold_anchors(folds, sp, counter)
         except ValueError as err:        # e.g. more anchors than a fold's rows
             info(f"-A {A}: skipped ({err})\n")
             continue
