@@ -94,17 +94,28 @@ def gamma_scale(X: sp.csr_matrix) -> float:
     return 1.0 / (d * var) if var > 0 else 1.0
 
 
+# more features than this: libsvm gets the sparse rows (text: reuters' 8315 features,
+# where a dense kernel evaluation costs 8315 multiply-adds for ~100 non-zeros); the
+# shared sets (at most 784 features) get dense rows, the faster form for them
+SPARSE_PEER_FEATURES = 1000
+
+
+def _peer_rows(X):
+    return X if X.shape[1] > SPARSE_PEER_FEATURES else X.toarray()
+
+
 def libsvm_train(y, X, C: float, gamma: float):
     """LIBSVM's C-SVC with the RBF kernel, through scikit-learn's build of it (dense
-    rows).  The libsvm-official wheel solves the same problem with the same support
-    vectors 12x slower here (magic04, 8500 rows, C 0.125: 45-54 s against 3.8 s), so
-    timing it would flatter lcoding; the faster build is the fair peer."""
+    rows; sparse ones above SPARSE_PEER_FEATURES features).  The libsvm-official wheel
+    solves the same problem with the same support vectors 12x slower here (magic04,
+    8500 rows, C 0.125: 45-54 s against 3.8 s), so timing it would flatter lcoding;
+    the faster build is the fair peer."""
     from sklearn.svm import SVC
-    return SVC(C=C, gamma=gamma, cache_size=1000).fit(X.toarray(), y)
+    return SVC(C=C, gamma=gamma, cache_size=1000).fit(_peer_rows(X), y)
 
 
 def libsvm_labels(model, X) -> np.ndarray:
-    return model.predict(X.toarray())
+    return model.predict(_peer_rows(X))
 
 
 def run_rbf(y, X, yt, Xt, grid_rows: int) -> dict:
@@ -143,7 +154,7 @@ def run_rbf(y, X, yt, Xt, grid_rows: int) -> dict:
 # ------------------------------------------------------------------ SVC()
 def run_svc(y, X, yt, Xt) -> dict:
     from sklearn.svm import SVC
-    Xd, Xtd = X.toarray(), Xt.toarray()
+    Xd, Xtd = _peer_rows(X), _peer_rows(Xt)
     t0 = time.perf_counter()
     model = SVC().fit(Xd, y)
     t1 = time.perf_counter()

@@ -1511,7 +1511,22 @@ _LINEAR_TABLE = {
 _LINEAR_BY_CODE = {v: k for k, v in _LINEAR_TABLE.items()}
 
 
-def _linear_solver(solver, loss, penalty):
+def _auto_linear_solver(loss, penalty, n_rows: int, n_features: int) -> str:
+    """``solver='auto'``: the primal Newton solver where (penalty, loss) has one and the
+    rows outnumber the features, else the dual (or, for L1, the primal) coordinate
+    descent -- the rule of scikit-learn's ``LinearSVC(dual='auto')``.  Why: with many
+    more rows than features the dual CD's passes cost a sweep over the rows each and
+    often reach LIBLINEAR's cap (skin, 163 371 rows of 3 unscaled features: 11.6 s
+    against 0.07 s; letter 8.8 s against 0.64 s; mnist 61 s against 8.8 s; the same
+    test error to the solvers' tolerances); with more features than rows (text) the
+    dual is the faster (reuters: equal)."""
+    loss = "squared_hinge" if loss is None else loss
+    if n_rows > n_features and (penalty, loss, "primal_newton") in _LINEAR_TABLE:
+        return "primal_newton"
+    return "dual_cd" if (penalty, loss, "dual_cd") in _LINEAR_TABLE else "cd"
+
+
+def _linear_solver(solver, loss, penalty, auto: bool = False):
     if solver == "crammer_singer":
         return 4
     if loss is None:
@@ -1519,7 +1534,8 @@ def _linear_solver(solver, loss, penalty):
                 "cd": "squared_hinge", "sgd": "hinge", "averaged_sgd": "hinge"}.get(solver)
         if loss is None:
             raise ValueError(f"solver={solver!r}: must be one of 'dual_cd', 'primal_newton', "
-                             f"'cd', 'sgd', 'averaged_sgd', 'crammer_singer'")
+                             f"'cd', 'sgd', 'averaged_sgd', 'crammer_singer'"
+                             + (" or 'auto'" if auto else ""))
     key = (penalty, loss, solver)
     if key not in _LINEAR_TABLE:
         raise ValueError(f"penalty={penalty!r}, loss={loss!r}, solver={solver!r}: no LIBLINEAR "
@@ -1533,12 +1549,16 @@ class LinearClassifier(_LcodingClassifier):
     """LIBLINEAR's classification solvers: ``(penalty, loss, solver)`` picks ``-s``::
 
         l2 log           primal_newton 0 / dual_cd 7      (logistic regression)
-        l2 squared_hinge dual_cd 1 (default) / primal_newton 2
+        l2 squared_hinge dual_cd 1 / primal_newton 2
         l2 hinge         dual_cd 3 / sgd 30 / averaged_sgd 32
         crammer_singer   4
         l1 squared_hinge cd 5;  l1 log cd 6
 
-    ``C=1`` as LIBLINEAR (a number; no data-dependent default).  Logistic-regression
+    ``solver='auto'`` (the default): ``primal_newton`` where the loss has it and the
+    rows outnumber the features, else ``dual_cd`` (L1: ``cd``), as scikit-learn's
+    ``LinearSVC(dual='auto')`` -- on many rows of few features the dual CD is slow
+    (skin: 11.6 against 0.07 s, the same model).  ``solver='dual_cd'`` is LIBLINEAR's
+    own default (``-s 1``).  ``C=1`` as LIBLINEAR (a number; no data-dependent default).  Logistic-regression
     models give ``predict_proba`` without ``probability=True`` (LIBLINEAR's ``-b 1``
     values)."""
 
@@ -1547,8 +1567,9 @@ class LinearClassifier(_LcodingClassifier):
     _OPTION_TABLE = (
         Param("penalty", "-s", "'l2' or 'l1' (with loss, solver)"),
         Param("loss", "-s", "'squared_hinge', 'hinge', 'log' (None: the solver's)"),
-        Param("solver", "-s", "'dual_cd', 'primal_newton', 'cd', 'sgd', 'averaged_sgd', "
-                              "'crammer_singer'"),
+        Param("solver", "-s", "'auto' (primal Newton for more rows than features, else "
+                              "the dual CD), 'dual_cd', 'primal_newton', 'cd', 'sgd', "
+                              "'averaged_sgd', 'crammer_singer'"),
         _C_PLAIN,
         _MAX_ITER_SGD,
         _TOL,
@@ -1557,7 +1578,7 @@ class LinearClassifier(_LcodingClassifier):
         _VERBOSE_PLAIN,
     )
 
-    def __init__(self, C=1.0, penalty="l2", loss=None, solver="dual_cd", max_iter=None,
+    def __init__(self, C=1.0, penalty="l2", loss=None, solver="auto", max_iter=None,
                  tol=None, fit_intercept=True, intercept_scaling=1.0, class_weight=None,
                  probability=False, random_state=None, n_jobs=None, verbose=0):
         self.C = C
@@ -1575,7 +1596,13 @@ class LinearClassifier(_LcodingClassifier):
         self.verbose = verbose
 
     def _options(self, rows, y_train, sample_weight):
-        st = _linear_solver(self.solver, self.loss, self.penalty)
+        resolved = {}
+        solver = self.solver
+        if solver == "auto":
+            data = _data(rows, "solver='auto'")
+            solver = resolved["solver_"] = _auto_linear_solver(self.loss, self.penalty,
+                                                               data.n_rows, data.n_features)
+        st = _linear_solver(solver, self.loss, self.penalty, auto=True)
         opts = [("-s", str(st))]
         if self.max_iter is not None:       # -E: epochs of the SGD solvers (others: unused)
             opts.append(("-E", str(_check_number("max_iter", self.max_iter, low=1,
@@ -1585,7 +1612,7 @@ class LinearClassifier(_LcodingClassifier):
         if sample_weight is not None and st == 4:
             raise ValueError("sample_weight: solver='crammer_singer' (-s 4) cannot take "
                              "per-sample weights; use solver='dual_cd'")
-        return opts, {}
+        return opts, resolved
 
     def _has_proba(self):
         return bool(self.probability) or self.loss == "log"

@@ -400,7 +400,7 @@ def test_to_options_trains_the_same_model_file(make, tmp_path):
 
 
 def test_to_options_before_fit():
-    assert LinearClassifier(C=2.0).to_options() == "-s 1 -c 2 -B 1 -S 1 -q"
+    assert LinearClassifier(C=2.0, solver="dual_cd").to_options() == "-s 1 -c 2 -B 1 -S 1 -q"
     explicit = LocallyLinearSVC(C=1.0, n_anchors=50, beta=0.5, n_neighbors=4, solver="dual_cd",
                                 kmeans_batch=0)
     assert explicit.to_options() == "-s 1 -L 2 -A 50 -k 4 -u 0.5 -a 0 -I 10 -c 1 -B 1 -S 1 -q"
@@ -419,6 +419,8 @@ def test_to_options_before_fit():
     with pytest.raises(ValueError, match="kmeans_iter"):
         clone(explicit).set_params(kmeans_iter="many").to_options()
     from sklearn.exceptions import NotFittedError
+    with pytest.raises(NotFittedError, match="solver='auto'"):
+        LinearClassifier(C=2.0).to_options()
     with pytest.raises(NotFittedError, match="n_anchors"):
         LocallyLinearSVC().to_options()
     with pytest.raises(NotFittedError, match="solver='auto'"):    # it depends on the rows
@@ -680,3 +682,38 @@ def test_docs_tables_match_the_code():
     doc = (Path(__file__).resolve().parents[2] / "docs" / "sklearn.md").read_text()
     assert option_tables_markdown() in doc, \
         "docs/sklearn.md: regenerate the tables with lcoding.sklearn.option_tables_markdown()"
+
+
+@pytest.mark.parametrize("penalty, loss, tall, wide", [
+    ("l2", None, 2, 1), ("l2", "squared_hinge", 2, 1), ("l2", "log", 0, 7),
+    ("l2", "hinge", 3, 3), ("l1", None, 5, 5), ("l1", "log", 6, 6)])
+def test_linear_classifier_solver_auto(penalty, loss, tall, wide):
+    """LinearClassifier(solver='auto'): the primal Newton solver where the loss has one
+    and the rows outnumber the features (scikit-learn's LinearSVC(dual='auto') rule),
+    else the dual CD (L1: CD); fit records it in solver_ and to_options."""
+    rng = np.random.default_rng(0)
+    X_tall = rng.normal(size=(60, 5))
+    X_wide = rng.normal(size=(20, 40))
+    for X, want in ((X_tall, tall), (X_wide, wide)):
+        y = (X[:, 0] + 0.3 * rng.normal(size=X.shape[0]) > 0).astype(int)
+        est = LinearClassifier(penalty=penalty, loss=loss).fit(X, y)
+        assert est.to_options().startswith(f"-s {want} ")
+        named = {0: "primal_newton", 2: "primal_newton", 1: "dual_cd", 3: "dual_cd",
+                 7: "dual_cd", 5: "cd", 6: "cd"}[want]
+        assert est.solver_ == named
+        # the same model as the solver named outright
+        same = LinearClassifier(penalty=penalty, loss=loss, solver=named).fit(X, y)
+        assert same.to_options() == est.to_options()
+        np.testing.assert_array_equal(same.decision_function(X), est.decision_function(X))
+
+
+def test_linear_classifier_auto_and_dual_agree_on_tall_data():
+    """On many rows of few features the primal Newton solver (solver='auto') and
+    LIBLINEAR's dual CD reach the same classifier to their tolerances."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 4)) * np.array([1.0, 50.0, 0.2, 5.0])
+    y = (X @ np.array([1.0, 0.02, -3.0, 0.1]) + 0.5 * rng.normal(size=3000) > 0).astype(int)
+    auto = LinearClassifier().fit(X, y)
+    dual = LinearClassifier(solver="dual_cd").fit(X, y)
+    assert auto.to_options().startswith("-s 2 ")
+    assert np.mean(auto.predict(X) == dual.predict(X)) > 0.995
