@@ -481,6 +481,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     last_seconds: dict = {}     # candidate -> seconds of its trial in the last rung
     alone: dict = {}            # candidate -> seconds its latest trial would take alone
     shared_of: dict = {}        # candidate -> of which the fold work shared with others
+    fixed_of: dict = {}         # candidate -> of which the part not growing with the rows
     measured: dict = {}         # candidate -> (rows, CV error) of its trials, rung by rung
     latest: dict = {}           # candidate -> (rows, seconds, CV error) of its latest trial
     out_of_budget = False
@@ -491,21 +492,32 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # still fits would fit after it (ijcnn1 at 9 s: the first rung's kernel maps
         # lead with a 15 s refit, the LL-SVM's 2.5 s is kept free)
         elapsed = time.perf_counter() - t_start
-        refits = [(err, refit_cost(n_c, s)) for n_c, s, err in list(latest.values())]
+        refits = [(err, refit_cost(n_c, s, shared_of.get(c, 0.0), fixed_of.get(c, 0.0)))
+                  for c, (n_c, s, err) in list(latest.items())]
         fitting = [v for v in refits if elapsed + v[1] <= budget_s]
         return min(fitting)[1] if fitting else 0.0
 
-    def refit_cost(n_c: int, seconds: float) -> float:
-        # the refit on all n rows, predicted from a trial of ``seconds`` on n_c rows:
-        # its k folds trained on (k - 1) n_c rows in all, the refit trains once on n
-        # (0 without a refit: the budget then holds the search alone).  Linear in the
-        # rows: a small trial carries fixed costs (a kernel map's 1000 x 1000 eigen-
-        # problem per fold), and GROWTH on top predicted 36.5 s for MNIST's LL-SVM
-        # refit from its 3.6 s trial on 6666 rows, 2.1x the 17.4 s it takes
+    def refit_cost(n_c: int, seconds: float, shared: float = 0.0,
+                   fixed: float = 0.0) -> float:
+        # the refit on all n rows, predicted from a trial of ``seconds`` on n_c rows,
+        # ``shared`` of them the folds' C-free work (a kernel map, anchors and codes):
+        # the k folds' solvers trained on (k - 1) n_c rows in all, but each fold's
+        # shared work covered all its n_c rows (the held-out ones are mapped or coded
+        # too), k n_c in all; the refit does both once on n (0 without a refit: the
+        # budget then holds the search alone).  Counting the shared work as the
+        # solvers' predicted magic04's -c 100 map refit at 3.0 s from its trial on all
+        # rows, which then did not fit in the 2.8 s left; it takes 2.0 s.  ``fixed``
+        # of the shared work does not grow with the rows (SharedFolds.fixed_seconds:
+        # the map's landmark work, once per fold).  The rest is linear in the rows:
+        # GROWTH on top predicted 36.5 s for MNIST's LL-SVM refit from its 3.6 s trial
+        # on 6666 rows, 2.1x the 17.4 s it takes
         if not refit or n_c <= 0:
             return 0.0
         k = max(2, min(nr_fold, n_c))
-        return REFIT_MARGIN * seconds * n / ((k - 1) * n_c)
+        shared = min(max(shared, 0.0), seconds)
+        fixed = min(max(fixed, 0.0), shared)
+        return REFIT_MARGIN * (fixed / k + n / n_c * ((shared - fixed) / k
+                                                      + (seconds - shared) / (k - 1)))
 
     for r, n_r in enumerate(sizes):
         elapsed = time.perf_counter() - t_start
@@ -515,13 +527,22 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # statistical ties went on (_survivors)
         # -- a candidate that shares its folds' map with one ranked before it (the same
         # setting at another C, _families) pays only its own training
-        scale = ETA * GROWTH / max(1, int(n_threads))
-        cost = {c: scale * last_seconds.get(c, 0.0) for c in survivors}
-        shared_cost = {c: scale * shared_of.get(c, 0.0) for c in survivors}
+        # -- the part of a trial that does not grow with the rows (a kernel map's
+        # landmark work once all -X landmarks are drawn) is not scaled by ETA: magic04's
+        # maps on all rows were predicted at 1.7x what they took, and never ran
+        growth = GROWTH / max(1, int(n_threads))
+        scale = ETA * growth
+        fixed_cost = {c: growth * fixed_of.get(c, 0.0) for c in survivors}
+        cost = {c: scale * last_seconds.get(c, 0.0) - (ETA - 1) * fixed_cost[c]
+                for c in survivors}
+        shared_cost = {c: scale * shared_of.get(c, 0.0) - (ETA - 1) * fixed_cost[c]
+                       for c in survivors}
         predicted = _rung_cost(survivors, cost, shared_cost, families)
         # the budget holds the refit too: a rung runs only if the refit of whichever
         # of its candidates wins still fits after it
-        refits = {c: refit_cost(n_r, cost[c] * max(1, int(n_threads))) for c in survivors}
+        refits = {c: refit_cost(n_r, cost[c] * max(1, int(n_threads)),
+                                shared_cost[c] * max(1, int(n_threads)),
+                                fixed_cost[c] * max(1, int(n_threads))) for c in survivors}
         passed_over = []
         if r > 0 and elapsed + predicted + max(refits.values(), default=0.0) > budget_s:
             # the whole rung does not fit: run its best-ranked candidates that do (at
@@ -576,9 +597,10 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # (x 4.5 for the rows and GROWTH), where -c 10's trial on all rows tells
             # 2.1 s (its refit: 1.5 s)
             key = families.get(c)
-            seen = [latest[m][1] for m, k in families.items()
+            seen = [refit_cost(n_r, latest[m][1], shared_of.get(m, 0.0), fixed_of.get(m, 0.0))
+                    for m, k in families.items()
                     if k == key and key is not None and m in latest and latest[m][0] == n_r]
-            return refit_cost(n_r, max(seen)) if seen else predicted
+            return max(seen) if seen else predicted
 
         def evaluate(unit, guess=True, r=r, n_r=n_r, sub_y=sub_y, sub_rows=sub_rows):
             # the unit's candidates (one, or one setting at several C sharing each
@@ -624,6 +646,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                 # the refit's predictions); the table: what it cost here
                 latest[c] = (n_r, shared + s, error)
                 alone[c], shared_of[c] = shared + s, shared
+                fixed_of[c] = work.fixed_seconds if work is not None else 0.0
                 out.append(Trial(r, o, n_r, error, paid / len(unit) + s, note))
             last_trial[0] = time.perf_counter() - t
             return out
@@ -699,7 +722,8 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     winner = ranked[0] if ranked else None
 
     def predicted_refit(c):
-        return refit_cost(*latest[c][:2]) if c in latest else 0.0
+        return (refit_cost(*latest[c][:2], shared_of.get(c, 0.0), fixed_of.get(c, 0.0))
+                if c in latest else 0.0)
 
     if winner is not None and refit:
         # the best-ranked candidate whose refit fits in what is left of the budget

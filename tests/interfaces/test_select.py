@@ -599,8 +599,9 @@ def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
     builds = []
 
     class FakeFolds:
-        # the map: 1 s per 100 rows; each C's training as much again
+        # the map: 1 s per 100 rows (nothing of it fixed); each C's training as much again
         complete = True
+        fixed_seconds = 0.0
 
         def __init__(self, sub_y):
             self.sub_y, self.nbytes = sub_y, 1000
@@ -683,3 +684,60 @@ def test_C_refinement_keeps_to_the_dual_cd():
         assert sel._refine_C(None, None, None, 100, options, 5.0, trials, " -S 1 -q", 3,
                              100.0, lambda line: None, 0.01) is None
     assert trials == []
+
+
+def test_the_fold_work_that_does_not_grow_with_the_rows_is_not_scaled(monkeypatch):
+    """A family's fold work part of which does not grow with the rows (SharedFolds.
+    fixed_seconds: a kernel map's landmark work once all -X landmarks are drawn) is
+    predicted at the next rung at its own cost, the rest ETA times: the rung's
+    predicted cost is lower by (ETA - 1) GROWTH times that part, and the same trials
+    run (the fake's clock does not depend on the prediction)."""
+    import re
+    import types
+
+    def run(fixed):
+        clock = [0.0]
+        monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+
+        class FakeFolds:
+            complete = True
+            fixed_seconds = fixed
+
+            def __init__(self, sub_y):
+                self.sub_y, self.nbytes = sub_y, 1000
+                self.seconds = sub_y.size / 100
+                clock[0] += self.seconds
+
+            def targets_at(self, Cs):
+                targets, own = [], []
+                for C in Cs:
+                    clock[0] += self.sub_y.size / 100
+                    own.append(self.sub_y.size / 100)
+                    wrong = int(round(self.sub_y.size * 5 * abs(C - 3.0) / 100))
+                    out = self.sub_y.copy()
+                    out[:wrong] = 1.0 - out[:wrong]
+                    targets.append(out)
+                return targets, 0.0, own
+
+        def fake_at_Cs(sub_y, sub_rows, params, Cs, nr_fold, keep_bytes=0):
+            work = FakeFolds(sub_y)
+            targets, _, own = work.targets_at(Cs)
+            return targets, work, work.seconds, own
+
+        monkeypatch.setattr(sel, "cross_validation_at_Cs", fake_at_Cs)
+        monkeypatch.setattr(sel, "MIN_ROWS", 100)
+        monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(900, 2))
+        y = (X[:, 0] > 0).astype(float)
+        cands = [f"-s 1 -L 4 -B 1 -A 2 -u 1 -c {c}" for c in range(1, 10)]
+        result = sel.select(y, X, budget_s=72, seed=1, candidates=cands, refit=False,
+                            refine_C=False)
+        predicted = float(re.search(r"predicted ([0-9.]+) s", result.note).group(1))
+        return predicted, [t.options for t in result.trials]
+
+    plain, trials = run(0.0)
+    with_fixed, same_trials = run(2.0)
+    assert plain == pytest.approx(54.0)          # 4.5 x 6 s, then 4.5 x 3 s each
+    assert with_fixed == pytest.approx(plain - (sel.ETA - 1) * sel.GROWTH * 2.0)
+    assert same_trials == trials

@@ -589,3 +589,22 @@ def test_an_anchor_setting_a_fold_cannot_hold_is_skipped_with_a_line():
     with pytest.raises(ValueError, match="no setting of -A could be trained"):
         find_local_parameters(y, as_rows(X, "x"),
                               parse_train_options("-C -L 2 -A 40 -k 20 -v 4"), lines.append)
+
+
+def test_shared_folds_time_the_work_that_does_not_grow_with_the_rows():
+    """SharedFolds.fixed_seconds: the kernel map's landmark work (Gram matrix, pivots,
+    eigenproblem), counted once all -X landmarks are drawn -- then it does not grow
+    with the rows (the selector's predictions) -- else 0, as for a local coding."""
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] * X[:, 1] > 0).astype(float)
+    from lcoding.core.rows import as_rows
+    rows = as_rows(X, "x")
+    for options, capped in (("-s 1 -t 2 -X 60 -B 1", True),     # 200 fold rows, 60 drawn
+                            ("-s 1 -t 2 -X 500 -B 1", False),   # every fold row drawn
+                            ("-s 1 -L 2 -B 1 -A 9 -k 3 -u 1", False)):
+        params = parse_train_options(options + " -S 1 -q")
+        work = local_search.SharedFolds(y, rows, params, 3)
+        work.targets_at([1.0])
+        assert 0.0 <= work.fixed_seconds <= work.seconds
+        assert (work.fixed_seconds > 0.0) == capped, options
