@@ -586,22 +586,13 @@ def test_families_are_the_options_without_C():
     assert sel._rung_cost([0], cost, shared, fam) == 10.0
 
 
-def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
-    """A rung that passes over a member of a family whose others ran keeps the
-    family's fold work (SharedFolds) and runs the member after all when its own
-    training fits in what is left -- alone, with a new map, it would not."""
-    import types
-    clock = [0.0]
-    monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(900, 2))
-    y = (X[:, 0] > 0).astype(float)
-    builds = []
-
+def _fake_shared_folds(clock, fixed=0.0):
+    """A stand-in for local_search.SharedFolds on the fake clock: the map costs 1 s per
+    100 rows (``fixed`` of it not growing with the rows), each C's training as much
+    again; C = 3 is the best, 5 points of error a unit of C away."""
     class FakeFolds:
-        # the map: 1 s per 100 rows (nothing of it fixed); each C's training as much again
         complete = True
-        fixed_seconds = 0.0
+        fixed_seconds = fixed
 
         def __init__(self, sub_y):
             self.sub_y, self.nbytes = sub_y, 1000
@@ -618,6 +609,21 @@ def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
                 out[:wrong] = 1.0 - out[:wrong]
                 targets.append(out)
             return targets, 0.0, own
+    return FakeFolds
+
+
+def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
+    """A rung that passes over a member of a family whose others ran keeps the
+    family's fold work (SharedFolds) and runs the member after all when its own
+    training fits in what is left -- alone, with a new map, it would not."""
+    import types
+    clock = [0.0]
+    monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    y = (X[:, 0] > 0).astype(float)
+    builds = []
+    FakeFolds = _fake_shared_folds(clock)
 
     def fake_at_Cs(sub_y, sub_rows, params, Cs, nr_fold, keep_bytes=0):
         # the work is kept only where the rung passed over one of the family
@@ -698,26 +704,7 @@ def test_the_fold_work_that_does_not_grow_with_the_rows_is_not_scaled(monkeypatc
     def run(fixed):
         clock = [0.0]
         monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-
-        class FakeFolds:
-            complete = True
-            fixed_seconds = fixed
-
-            def __init__(self, sub_y):
-                self.sub_y, self.nbytes = sub_y, 1000
-                self.seconds = sub_y.size / 100
-                clock[0] += self.seconds
-
-            def targets_at(self, Cs):
-                targets, own = [], []
-                for C in Cs:
-                    clock[0] += self.sub_y.size / 100
-                    own.append(self.sub_y.size / 100)
-                    wrong = int(round(self.sub_y.size * 5 * abs(C - 3.0) / 100))
-                    out = self.sub_y.copy()
-                    out[:wrong] = 1.0 - out[:wrong]
-                    targets.append(out)
-                return targets, 0.0, own
+        FakeFolds = _fake_shared_folds(clock, fixed)
 
         def fake_at_Cs(sub_y, sub_rows, params, Cs, nr_fold, keep_bytes=0):
             work = FakeFolds(sub_y)
