@@ -25,8 +25,11 @@ for the reported error and the prediction time):
   permutation of the training rows (on sets of more than ``--grid-rows`` rows, on a
   seeded subsample of that many: a grid over all of MNIST would take hours on 2 cores,
   and subsampling is what users of grid.py do), then trained on all training rows
-  at the best point.  ``select`` s = the grid + the final training.
-* ``SVC()``: scikit-learn's defaults on the raw rows (dense float64), untuned.
+  at the best point.  ``select`` s = the grid + the final training.  libsvm gets
+  dense float64 rows, its faster form on the shared sets, and the sparse rows above
+  ``SPARSE_PEER_FEATURES`` features (reuters' 8315-feature text).
+* ``SVC()``: scikit-learn's defaults on the raw rows (dense float64, sparse as above),
+  untuned.
 
 Prediction: microseconds per test row of the whole call that predicts the labels
 (one thread; lcoding: ``Model.predict_labels`` of the validated rows, the path of

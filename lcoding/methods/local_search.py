@@ -458,11 +458,19 @@ def _loss(params: TrainParams) -> str:
     return PRIMAL if st == 2 else "l2" if st == 1 else "l1"
 
 
+# a path with a deadline starts a point only if the last one, times this, still fits
+# (a point at a larger C takes more passes)
+DEADLINE_MARGIN = 1.5
+
+
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
-              info: Messages, quiet: Messages, on_point) -> None:
+              info: Messages, quiet: Messages, on_point, deadline: float | None = None) -> None:
     """The C path of one setting (one ``_*Setting`` per fold): warm-started, or for
     the solvers without a warm start (:func:`_loss` ``COLD``) cold at every C on the
-    coarse path (:data:`COLD_C_RATIO`, :data:`COLD_PATIENCE`)."""
+    coarse path (:data:`COLD_C_RATIO`, :data:`COLD_PATIENCE`).  ``deadline`` (a
+    ``time.perf_counter()`` value; the selector's C refinement): no point starts that
+    would end after it, by the last point's time (:data:`DEADLINE_MARGIN`); the first
+    always runs."""
     l = y.shape[0]
     loss = _loss(search)
     ratio, patience = (COLD_C_RATIO, COLD_PATIENCE) if loss == COLD else (C_RATIO, PATIENCE)
@@ -474,7 +482,13 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
     best_rate = -1.0
     since_best = 0
     C = C0
+    last_seconds = 0.0
     while C <= MAX_C:
+        if deadline is not None and first_rate is not None \
+                and time.perf_counter() + DEADLINE_MARGIN * last_seconds > deadline:
+            info(f"{label}stopped at log2c={_log2(C):.2f}: the time given is spent\n")
+            return
+        started = time.perf_counter()
         point = search.replaced(C=C)
         for f, (fold, setting) in enumerate(zip(folds, settings)):
             prev_alpha[f], w = _solve_fold(fold, setting, point, loss, quiet, prev_alpha[f],
@@ -485,6 +499,7 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
             prev_w[f] = w
             target[fold.test_ids] = setting.predict(w, point)
         rate = int(np.count_nonzero(target == y)) / l
+        last_seconds = time.perf_counter() - started
         info("%slog2c=%7.2f\trate=%g\n" % (label, _log2(C), 100.0 * rate))
         on_point(C, rate)
         if first_rate is None:
@@ -735,14 +750,15 @@ def cross_validation_at_Cs(y, rows: Rows, params: TrainParams, C_values, nr_fold
 
 def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | None = None,
                           perm: np.ndarray | None = None, counter: dict | None = None,
-                          c_only: bool = False):
+                          c_only: bool = False, deadline: float | None = None):
     """``-C`` with a local coding (module doc).  ``rows`` are without the bias column.
 
     Returns ``(LocalSearchResult, points)``: the best point and every point tried
     (:class:`SearchPoint`, in the order tried).  ``counter`` (optional dict) counts
     the shared work: ``anchors`` (anchor sets learned), ``codes`` (codings of a
     fold's rows at one setting), ``bases`` (OCC plane bases).  ``c_only``: search C
-    alone, at the given ``-A`` and ``-u`` (one setting)."""
+    alone, at the given ``-A`` and ``-u`` (one setting); ``deadline``: its path's
+    (:func:`_run_path`)."""
     check_parameter(params)
     check_search_parameter(params)
     _require_here(params)
@@ -784,7 +800,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
                 info(f"-A {A}: skipped ({err})\n")
                 continue
             _run_path(y, folds, settings, search.replaced(n_anchors=A), C0,
-                      "A=%d\t" % A, info, quiet, record(A, u))
+                      "A=%d\t" % A, info, quiet, record(A, u), deadline)
             continue
         sp = search.replaced(n_anchors=A)
         try:
@@ -798,7 +814,7 @@ def find_local_parameters(y, rows: Rows, params: TrainParams, info: Messages | N
             su = sp.replaced(coding_param=u)
             settings = _llsvm_settings(folds, anchors, su, nr_feature, kernel_map, counter)
             _run_path(y, folds, settings, su, C0, "A=%d\tu=%g\t" % (A, u), info, quiet,
-                      record(A, u))
+                      record(A, u), deadline)
     if not points:
         raise ValueError(f"-C: no setting of -A could be trained (option -A {params.n_anchors})")
     best = max(points, key=lambda p: p.rate)      # the first of the best (max keeps it)
@@ -820,14 +836,14 @@ def kernel_gamma_grid(params: TrainParams, n_features: int) -> list:
 
 def find_kernel_map_parameters(y, rows: Rows, params: TrainParams,
                                info: Messages | None = None, counter: dict | None = None,
-                               c_only: bool = False):
+                               c_only: bool = False, deadline: float | None = None):
     """``-C`` with a kernel PCA map (``-t``, ``-H 0``): the warm-started C path of
     :func:`_run_path` for each ``-g`` of :func:`kernel_gamma_grid` (``c_only``: the
     given one), on ``-v``'s folds; each fold's landmarks, map and mapped rows are
     computed once per ``-g`` and shared by every C.  The first C of a path is the model
     ``-v`` trains at that C.  Returns ``(LocalSearchResult, points)`` as
     :func:`find_local_parameters` (``SearchPoint.coding_param`` holds ``-g``;
-    ``counter['maps']`` counts the maps built)."""
+    ``counter['maps']`` counts the maps built; ``deadline`` as there)."""
     check_parameter(params)
     check_search_parameter(params)
     _require_here(params)
@@ -848,7 +864,8 @@ def find_kernel_map_parameters(y, rows: Rows, params: TrainParams,
             tail = f"-g {float_text(g)} -c {float_text(C)}"
             points.append(SearchPoint(int(params.n_landmarks), g, C, rate,
                                       " ".join(part for part in (head, rest, tail) if part)))
-        _run_path(y, folds, settings, search, C0, "g=%g\t" % g, info, quiet, on_point)
+        _run_path(y, folds, settings, search, C0, "g=%g\t" % g, info, quiet, on_point,
+                  deadline)
     best = max(points, key=lambda p: p.rate)      # the first of the best (max keeps it)
     return LocalSearchResult(best.C, best.options, best.rate), points
 

@@ -608,3 +608,25 @@ def test_shared_folds_time_the_work_that_does_not_grow_with_the_rows():
         work.targets_at([1.0])
         assert 0.0 <= work.fixed_seconds <= work.seconds
         assert (work.fixed_seconds > 0.0) == capped, options
+
+
+def test_a_path_with_a_spent_deadline_runs_its_first_point_only():
+    """deadline (the selector's C refinement): no point starts that would end after it;
+    the first point of each path always runs, and is -v's at that C."""
+    import time
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(240, 2))
+    y = (X[:, 0] * X[:, 1] > 0).astype(float)
+    from lcoding.core.rows import as_rows
+    rows = as_rows(X, "x")
+    for options, search in (("-s 1 -t 2 -g 1 -X 40 -B 1 -c 0.5",
+                             local_search.find_kernel_map_parameters),
+                            ("-s 1 -L 2 -B 1 -A 8 -k 3 -u 1 -c 0.5",
+                             local_search.find_local_parameters)):
+        params = parse_train_options("-C -v 3 -S 1 -q " + options)
+        _, free = search(y, rows, params, c_only=True)
+        _, spent = search(y, rows, params, c_only=True, deadline=time.perf_counter())
+        assert len(free) > 1 and len(spent) == 1
+        assert spent[0].C == 0.5
+        cold = cross_validation(y, rows, parse_train_options(options + " -S 1 -q"), 3)
+        assert spent[0].rate == np.mean(cold == y)
