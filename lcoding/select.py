@@ -539,19 +539,19 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # -- the part of a trial that does not grow with the rows (a kernel map's
         # landmark work once all -X landmarks are drawn) is not scaled by ETA: magic04's
         # maps on all rows were predicted at 1.7x what they took, and never ran
-        growth = GROWTH / max(1, int(n_threads))
-        scale = ETA * growth
-        fixed_cost = {c: growth * fixed_of.get(c, 0.0) for c in survivors}
-        cost = {c: scale * last_seconds.get(c, 0.0) - (ETA - 1) * fixed_cost[c]
-                for c in survivors}
-        shared_cost = {c: scale * shared_of.get(c, 0.0) - (ETA - 1) * fixed_cost[c]
-                       for c in survivors}
+        threads = max(1, int(n_threads))
+        fixed_cost = {c: GROWTH / threads * fixed_of.get(c, 0.0) for c in survivors}
+
+        def grown(c, seconds):
+            # a trial's seconds on the next rung: ETA times the rows, GROWTH on top
+            return GROWTH / threads * (ETA * seconds - (ETA - 1) * fixed_of.get(c, 0.0))
+        cost = {c: grown(c, last_seconds.get(c, 0.0)) for c in survivors}
+        shared_cost = {c: grown(c, shared_of.get(c, 0.0)) for c in survivors}
         predicted = _rung_cost(survivors, cost, shared_cost, families)
         # the budget holds the refit too: a rung runs only if the refit of whichever
         # of its candidates wins still fits after it
-        refits = {c: refit_cost(n_r, cost[c] * max(1, int(n_threads)),
-                                shared_cost[c] * max(1, int(n_threads)),
-                                fixed_cost[c] * max(1, int(n_threads))) for c in survivors}
+        refits = {c: refit_cost(n_r, threads * cost[c], threads * shared_cost[c],
+                                threads * fixed_cost[c]) for c in survivors}
         passed_over = []
         if r > 0 and elapsed + predicted + max(refits.values(), default=0.0) > budget_s:
             # the whole rung does not fit: run its best-ranked candidates that do (at

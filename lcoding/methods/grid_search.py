@@ -55,13 +55,12 @@ from lcoding.core.rows import Rows
 from lcoding.linear.param_search import search_folds
 from lcoding.local.coding import kernel_map_of
 from lcoding.methods import kq
-from lcoding.methods.local_search import (COLD_C_RATIO, COLD_C_START, COLD_PATIENCE,
-                                          LLSVM_CODINGS, MAX_C, OCC_CODINGS,
-                                          LocalSearchResult, SearchPoint, anchor_grid,
-                                          coding_grid, fold_anchors, fold_at,
+from lcoding.methods.local_search import (COLD_C_RATIO, COLD_PATIENCE, LLSVM_CODINGS,
+                                          MAX_C, OCC_CODINGS, LocalSearchResult, PathStop,
+                                          SearchPoint, anchor_grid, coding_grid,
+                                          cold_path_start, fold_anchors, fold_at,
                                           kernel_gamma_grid, plane_grid, searches_here)
 
-KQ_SOLVERS = KQ_SOLVER_TYPES
 K_FACTORS = (0.5, 1.0, 2.0)
 Q_FRACTIONS = (0.25, 0.5, 1.0)
 
@@ -72,7 +71,7 @@ def searches_cold(params: TrainParams) -> bool:
     """Whether ``-C`` with these options runs here (module doc) rather than on the
     warm-started paths of :mod:`lcoding.methods.local_search`."""
     st = int(params.solver_type)
-    if st in KQ_SOLVERS or st in JOINT_SOLVERS:
+    if st in KQ_SOLVER_TYPES or st in JOINT_SOLVERS:
         return True
     if params.kernel_type >= 0 or params.coding in LLSVM_CODINGS + OCC_CODINGS:
         return not searches_here(params)
@@ -94,7 +93,7 @@ def kq_grid(params: TrainParams, n_features: int) -> list:
 
 def _c_path(params: TrainParams):
     """The cold C values, smallest first (module doc)."""
-    C = min(float(params.C) if params.flag_C_specified else COLD_C_START, MAX_C)
+    C = cold_path_start(params)
     while C <= MAX_C:
         yield C
         C *= COLD_C_RATIO
@@ -104,7 +103,7 @@ def _settings(y, rows: Rows, params: TrainParams):
     """``(label, {attribute: value}, options tail)`` of every setting of the grid; in
     place of the values, the ValueError of a setting that cannot be prepared."""
     st = int(params.solver_type)
-    if st in KQ_SOLVERS:
+    if st in KQ_SOLVER_TYPES:
         for k, q in kq_grid(params, rows.n_features):
             yield (f"k={k}\tQ={q}\t", {"n_neighbors": k, "kq_dim": q}, f"-k {k} -Q {q}")
         return
@@ -137,7 +136,7 @@ def _settings(y, rows: Rows, params: TrainParams):
 
 def _searched_flags(params: TrainParams) -> tuple:
     """The flags a point sets itself (left out of the options it echoes)."""
-    if int(params.solver_type) in KQ_SOLVERS:
+    if int(params.solver_type) in KQ_SOLVER_TYPES:
         return ("-C", "-v", "-k", "-Q")
     if params.kernel_type >= 0:
         return ("-C", "-v", "-c", "-g")
@@ -148,7 +147,7 @@ def _check(params: TrainParams, rows: Rows, check) -> None:
     """The method's own checks (``check``: its row of the router's METHODS table), once,
     before the first point -- for the k q-metrics with the grid's ``q`` (capped at the
     dimension, so ``-Q`` is not checked) and against the data's features (``-l``)."""
-    if int(params.solver_type) in KQ_SOLVERS:
+    if int(params.solver_type) in KQ_SOLVER_TYPES:
         params = params.replaced(kq_dim=1)
         kq.check_kq_params(params, rows.n_features)
     if check is not None:
@@ -171,7 +170,7 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
     if rows.n_rows == 0:
         raise ValueError("parameter search needs at least one training instance")
     _check(params, rows, check)
-    searches_C = int(params.solver_type) not in KQ_SOLVERS
+    searches_C = int(params.solver_type) not in KQ_SOLVER_TYPES
     rest = options_string(params, drop=_searched_flags(params))
     head = f"-s {int(params.solver_type)}" if "-s" not in params.given else ""
     points: list = []
@@ -182,8 +181,7 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
             errors.append(str(values))
             continue
         setting = params.replaced(**values)
-        first = best = None
-        since_best = 0
+        stop = PathStop(COLD_PATIENCE)
         Cs = list(_c_path(params)) if searches_C else [float(params.C)]
         for C in Cs:
             point = setting.replaced(C=C)
@@ -202,12 +200,7 @@ def find_grid_parameters(y, rows: Rows, params: TrainParams, cross_validate: Cro
                 info("%slog2c=%7.2f\trate=%g\n" % (label, math.log2(C), 100.0 * rate))
             else:
                 info("%srate=%g\n" % (label, 100.0 * rate))
-            first = rate if first is None else first
-            if best is None or rate > best:
-                best, since_best = rate, 0
-            else:
-                since_best += 1
-            if best > first and since_best >= COLD_PATIENCE:
+            if stop.done(rate):
                 break
         else:                            # the path ran to its last C, as the warm paths say
             if searches_C:

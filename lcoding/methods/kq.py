@@ -45,7 +45,7 @@ from lcoding.core.rows import Rows
 from lcoding.local.coding import KernelMap, kernel_map_of
 from lcoding.core.model import Model, ModelFieldError, check_count, check_number
 from lcoding.local.model import checked_kernel_map_header
-from lcoding.core.options import SolverType, TrainParams
+from lcoding.core.options import KQ_SOLVER_TYPES, SolverType, TrainParams
 from lcoding.core.messages import Messages, progress_line
 from lcoding.core.classes import group_classes
 from lcoding.core.params import KQParams
@@ -56,7 +56,6 @@ from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
 FORMAT_VERSION = "1"
 KQ_METRICS = int(SolverType.KQ_METRICS)
 KQ_FLATS = int(SolverType.KQ_FLATS)
-KQ_SOLVERS = frozenset({KQ_METRICS, KQ_FLATS})
 CODING_NAMES = {KQ_METRICS: "KQ_METRICS", KQ_FLATS: "KQ_FLATS"}
 
 # -G: how the step factors (s1, s2) of F <- F + s (mu - z) F x x^T are formed
@@ -515,7 +514,7 @@ class KQModel(Model):
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
                  k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote"):
         self._set_header(solver_type, nr_class, label, nr_feature, -1.0)
-        if self.solver_type not in KQ_SOLVERS:
+        if self.solver_type not in KQ_SOLVER_TYPES:
             raise ModelFieldError("solver_type", f"solver_type {self.solver_type} is not a k "
                                                  f"q-metrics solver (40, 41)")
         self.preprocess = preprocess

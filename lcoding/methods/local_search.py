@@ -463,6 +463,28 @@ def _loss(params: TrainParams) -> str:
 DEADLINE_MARGIN = 1.5
 
 
+class PathStop:
+    """When a C path ends: once its rate has risen above its first and ``patience``
+    values of C in a row brought no better rate (:data:`PATIENCE` on the warm paths,
+    :data:`COLD_PATIENCE` on the cold ones and :mod:`lcoding.methods.grid_search`'s)."""
+
+    def __init__(self, patience: int):
+        self.patience = int(patience)
+        self.first: float | None = None
+        self.best = -1.0
+        self.since_best = 0
+
+    def done(self, rate: float) -> bool:
+        """Record the rate at the next C; whether the path ends there."""
+        if self.first is None:
+            self.first = rate
+        if rate > self.best:
+            self.best, self.since_best = rate, 0
+        else:
+            self.since_best += 1
+        return self.best > self.first and self.since_best >= self.patience
+
+
 def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
               info: Messages, quiet: Messages, on_point, deadline: float | None = None) -> None:
     """The C path of one setting (one ``_*Setting`` per fold): warm-started, or for
@@ -478,13 +500,11 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
     prev_alpha = [dict() for _ in folds]
     prev_w = [None] * len(folds)
     num_unchanged = 0
-    first_rate = None
-    best_rate = -1.0
-    since_best = 0
+    stop = PathStop(patience)
     C = C0
     last_seconds = 0.0
     while C <= MAX_C:
-        if deadline is not None and first_rate is not None \
+        if deadline is not None and stop.first is not None \
                 and time.perf_counter() + DEADLINE_MARGIN * last_seconds > deadline:
             info(f"{label}stopped at log2c={_log2(C):.2f}: the time given is spent\n")
             return
@@ -502,16 +522,9 @@ def _run_path(y, folds, settings, search: TrainParams, C0: float, label: str,
         last_seconds = time.perf_counter() - started
         info("%slog2c=%7.2f\trate=%g\n" % (label, _log2(C), 100.0 * rate))
         on_point(C, rate)
-        if first_rate is None:
-            first_rate = rate
-        if rate > best_rate:
-            best_rate, since_best = rate, 0
-        else:
-            since_best += 1
+        ends = stop.done(rate)
         num_unchanged += 1
-        if num_unchanged == UNCHANGED_PATH_STOP:
-            break
-        if best_rate > first_rate and since_best >= patience:
+        if num_unchanged == UNCHANGED_PATH_STOP or ends:
             break
         C *= ratio
     if C > MAX_C:
@@ -551,14 +564,20 @@ def searches_here(params: TrainParams) -> bool:
                                   and params.coding in LLSVM_CODINGS)
 
 
+def cold_path_start(params: TrainParams) -> float:
+    """The first C of a cold path (here and :mod:`lcoding.methods.grid_search`'s):
+    ``-c`` when given, else :data:`COLD_C_START`; at most :data:`MAX_C`."""
+    return min(float(params.C) if params.flag_C_specified else COLD_C_START, MAX_C)
+
+
 def _path_start(params: TrainParams, rows: Rows) -> float:
     """The first C of a path: ``-c`` when given, else LIBLINEAR's start for the warm
-    paths (:func:`start_C` of the rows the solver sees), :data:`COLD_C_START` for the
-    cold ones; at most :data:`MAX_C`."""
+    paths (:func:`start_C` of the rows the solver sees), :func:`cold_path_start` for
+    the cold ones; at most :data:`MAX_C`."""
+    if _loss(params) == COLD:
+        return cold_path_start(params)
     if params.flag_C_specified:
         return min(float(params.C), MAX_C)
-    if _loss(params) == COLD:
-        return COLD_C_START
     return min(start_C(rows, float(params.bias)), MAX_C)
 
 

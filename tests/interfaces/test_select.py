@@ -612,23 +612,17 @@ def _fake_shared_folds(clock, fixed=0.0):
     return FakeFolds
 
 
-def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
-    """A rung that passes over a member of a family whose others ran keeps the
-    family's fold work (SharedFolds) and runs the member after all when its own
-    training fits in what is left -- alone, with a new map, it would not."""
+def _install_fake_folds(monkeypatch, clock, fixed=0.0, on_build=None):
+    """select on the fake clock with :func:`_fake_shared_folds` in place of
+    cross_validation_at_Cs (``on_build(sub_rows, keep_bytes)`` sees each build), and
+    rungs from 100 rows, 10 a class."""
     import types
-    clock = [0.0]
     monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(900, 2))
-    y = (X[:, 0] > 0).astype(float)
-    builds = []
-    FakeFolds = _fake_shared_folds(clock)
+    FakeFolds = _fake_shared_folds(clock, fixed)
 
     def fake_at_Cs(sub_y, sub_rows, params, Cs, nr_fold, keep_bytes=0):
-        # the work is kept only where the rung passed over one of the family
-        builds.append(sub_rows.n_rows)
-        assert keep_bytes == (sel.KEEP_SHARED_BYTES if sub_rows.n_rows == 900 else 0)
+        if on_build is not None:
+            on_build(sub_rows, keep_bytes)
         work = FakeFolds(sub_y)
         targets, _, own = work.targets_at(Cs)
         return targets, work, work.seconds, own
@@ -636,6 +630,23 @@ def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
     monkeypatch.setattr(sel, "cross_validation_at_Cs", fake_at_Cs)
     monkeypatch.setattr(sel, "MIN_ROWS", 100)
     monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
+
+
+def test_a_passed_over_member_reuses_its_familys_folds(monkeypatch):
+    """A rung that passes over a member of a family whose others ran keeps the
+    family's fold work (SharedFolds) and runs the member after all when its own
+    training fits in what is left -- alone, with a new map, it would not."""
+    clock = [0.0]
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(900, 2))
+    y = (X[:, 0] > 0).astype(float)
+    builds = []
+
+    def on_build(sub_rows, keep_bytes):
+        # the work is kept only where the rung passed over one of the family
+        builds.append(sub_rows.n_rows)
+        assert keep_bytes == (sel.KEEP_SHARED_BYTES if sub_rows.n_rows == 900 else 0)
+    _install_fake_folds(monkeypatch, clock, on_build=on_build)
     cands = [f"-s 1 -L 4 -B 1 -A 2 -u 1 -c {c}" for c in range(1, 10)]
     # rung 0 (300 rows): one unit, 3 s map + 9 x 3 s = 30 s; each trial alone 6 s.
     # rung 1 (900 rows): C = 3, 2, 4 predicted at 4.5 x 6 s, then 4.5 x 3 s each
@@ -699,21 +710,9 @@ def test_the_fold_work_that_does_not_grow_with_the_rows_is_not_scaled(monkeypatc
     predicted cost is lower by (ETA - 1) GROWTH times that part, and the same trials
     run (the fake's clock does not depend on the prediction)."""
     import re
-    import types
 
     def run(fixed):
-        clock = [0.0]
-        monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
-        FakeFolds = _fake_shared_folds(clock, fixed)
-
-        def fake_at_Cs(sub_y, sub_rows, params, Cs, nr_fold, keep_bytes=0):
-            work = FakeFolds(sub_y)
-            targets, _, own = work.targets_at(Cs)
-            return targets, work, work.seconds, own
-
-        monkeypatch.setattr(sel, "cross_validation_at_Cs", fake_at_Cs)
-        monkeypatch.setattr(sel, "MIN_ROWS", 100)
-        monkeypatch.setattr(sel, "ROWS_PER_CLASS", 10)
+        _install_fake_folds(monkeypatch, [0.0], fixed)
         rng = np.random.default_rng(0)
         X = rng.normal(size=(900, 2))
         y = (X[:, 0] > 0).astype(float)
