@@ -28,11 +28,19 @@
 #            current F_m, and each is updated if it still violates its margin.
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport int64_t
-from libc.math cimport INFINITY, NAN
-from scipy.linalg.cython_blas cimport dgemm, dgemv, dger, dsyrk
+from libc.math cimport INFINITY, NAN, sqrt
+from scipy.linalg.cython_blas cimport dgemm, dgemv, dger, dsyrk, sgemm
 from scipy.linalg.cython_lapack cimport dsyev, dsyevr, dlamch
 
 from lcoding.core._stop cimport stop_pointer, stop_requested
+
+cdef extern from "_flats32.h" nogil:
+    # the single-precision scores' passes, eight floats a vector with AVX2
+    int lcoding_flats32_avx2(int path)
+    void lcoding_flat_scores_f32(const float* g, Py_ssize_t M, Py_ssize_t q, float xx,
+                                 float* score, int avx2)
+    int lcoding_class_max_f32(const float* score, Py_ssize_t C, Py_ssize_t k, double* out,
+                              int avx2)
 
 
 def metric_norms(const double[:, ::1] X,   # IN (n, d) rows (preprocessed, dense)
@@ -101,6 +109,54 @@ def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
     flat_class_scores(X, W, centres, q, 1, out, block)
 
 
+cdef double _fill_flat_rows(const double[:, ::1] W, const double[:, ::1] centres,
+                            Py_ssize_t M, Py_ssize_t q, Py_ssize_t d,
+                            double* A) noexcept nogil:
+    # A's rows (d + 1 wide): flat m's centre row [-2 c_m, ||c_m||^2] at m, its direction
+    # t [F_mt, -F_mt . c_m] at M + t M + m.  Returns the largest ||c_m||^2.
+    cdef Py_ssize_t m, t, u, d1 = d + 1
+    cdef double v, cmax = 0.0
+    cdef double* grow
+    for m in range(M):
+        v = 0.0
+        for u in range(d):
+            A[m * d1 + u] = -2.0 * centres[m, u]
+            v += centres[m, u] * centres[m, u]
+        A[m * d1 + d] = v
+        if v > cmax:
+            cmax = v
+        for t in range(q):
+            grow = A + (M + t * M + m) * d1
+            v = 0.0
+            for u in range(d):
+                grow[u] = W[m * q + t, u]
+                v += W[m * q + t, u] * centres[m, u]
+            grow[d] = -v
+    return cmax
+
+
+def _flat_class_shape(Py_ssize_t n, Py_ssize_t d, const double[:, ::1] W,
+                      const double[:, ::1] centres, Py_ssize_t q, Py_ssize_t k,
+                      Py_ssize_t out_rows, Py_ssize_t out_cols, Py_ssize_t block):
+    """``(M, C)``: the flats and classes of the class-score kernels' arguments, checked."""
+    cdef Py_ssize_t mq = W.shape[0], M
+    if q < 1 or mq % q != 0:
+        raise ValueError(f"flat rows ({mq}) are not a multiple of q = {q}")
+    M = mq // q
+    if k < 1 or M % k != 0:
+        raise ValueError(f"{M} flats are not a multiple of k = {k}")
+    if W.shape[1] != d or centres.shape[1] != d:
+        raise ValueError(f"flats have {W.shape[1]} / centres {centres.shape[1]} columns, the "
+                         f"rows have {d}")
+    if centres.shape[0] != M:
+        raise ValueError(f"{centres.shape[0]} centres for {M} flats")
+    if out_rows != n or out_cols != M // k:
+        raise ValueError(f"out has shape ({out_rows}, {out_cols}), expected ({n}, {M // k})")
+    if block < 1:
+        raise ValueError(f"block = {block}: must be >= 1")
+    return M, M // k
+
+
 def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
                       const double[:, ::1] W,        # IN (C*k*q, d) flat bases
                       const double[:, ::1] centres,  # IN (C*k, d) flat centres
@@ -121,7 +177,7 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     letter, one restart of 832 flats: 6.5 us a row, against 8.0 us with
     :func:`flat_scores_rows`' two dgemm, its offsets subtracted flat by flat in
     q-strided loops; the dgemm is now half of it, at the machine's peak rate."""
-    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], mq = W.shape[0]
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
     cdef Py_ssize_t M, C, r0, r1, i, c, j, m, t, u, width, d1
     cdef double best, v, xx
     cdef bint nan
@@ -134,21 +190,7 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     cdef const double* srow
     cdef int iw, ib, id1
     cdef double one = 1.0, zero = 0.0
-    if q < 1 or mq % q != 0:
-        raise ValueError(f"flat rows ({mq}) are not a multiple of q = {q}")
-    M = mq // q
-    if k < 1 or M % k != 0:
-        raise ValueError(f"{M} flats are not a multiple of k = {k}")
-    C = M // k
-    if W.shape[1] != d or centres.shape[1] != d:
-        raise ValueError(f"flats have {W.shape[1]} / centres {centres.shape[1]} columns, the "
-                         f"rows have {d}")
-    if centres.shape[0] != M:
-        raise ValueError(f"{centres.shape[0]} centres for {M} flats")
-    if out.shape[0] != n or out.shape[1] != C:
-        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected ({n}, {C})")
-    if block < 1:
-        raise ValueError(f"block = {block}: must be >= 1")
+    M, C = _flat_class_shape(n, d, W, centres, q, k, out.shape[0], out.shape[1], block)
     if n == 0 or C == 0:
         return
     width = M * (q + 1)
@@ -165,21 +207,7 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     id1 = <int>d1
     try:
         with nogil:
-            # A's rows (d + 1 wide): flat m's centre row [-2 c_m, ||c_m||^2] at m, its
-            # direction t [F_mt, -F_mt . c_m] at M + t M + m
-            for m in range(M):
-                v = 0.0
-                for u in range(d):
-                    A[m * d1 + u] = -2.0 * centres[m, u]
-                    v += centres[m, u] * centres[m, u]
-                A[m * d1 + d] = v
-                for t in range(q):
-                    grow = A + (M + t * M + m) * d1
-                    v = 0.0
-                    for u in range(d):
-                        grow[u] = W[m * q + t, u]
-                        v += W[m * q + t, u] * centres[m, u]
-                    grow[d] = -v
+            _fill_flat_rows(W, centres, M, q, d, A)
             r0 = 0
             while r0 < n:
                 r1 = min(r0 + block, n)
@@ -214,6 +242,93 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
                 r0 = r1
     finally:
         free(A)
+
+
+def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
+                          const double[:, ::1] W,        # IN (C*k*q, d) flat bases
+                          const double[:, ::1] centres,  # IN (C*k, d) flat centres
+                          Py_ssize_t q, Py_ssize_t k,
+                          double[:, ::1] out,            # OUT (n, C) class scores, approx.
+                          double[::1] bound,             # OUT (n,) |out - exact| <= bound
+                          Py_ssize_t block=256, int path=0):
+    """:func:`flat_class_scores` in single precision, with a bound on every class
+    score's distance to the exact one (and so to :func:`flat_class_scores`'): the
+    products by sgemm (twice the rate of dgemm), the scores' passes eight floats a
+    vector.  ``KQModel.predict_labels`` decides from these the rows the bound allows
+    and leaves the others to the double path, so the labels do not change.
+
+    Bound (u = 2^-24, flats with orthonormal rows -- the caller checks ``||F_mt||
+    <= 1``; R = ||x||, c = ||c_m||): with x and the precomputed rows rounded to float,
+    each product of d + 1 terms is off by at most (d + 4) u times the sum of its terms'
+    magnitudes (Higham's gamma), so ``F_mt (x - c_m)`` by (d + 4) u (R + c) and
+    ``-2 x.c_m + c^2`` by (d + 4) u (R + c)^2; squaring and summing the q + 2 terms
+    in float adds (2 d + 9) u (R + c)^2 a direction and (q + 2)(2 + q) u (R + c)^2.
+    So every flat's score, and each class's best, is within
+        K (u + 2^-53) (R + max_m ||c_m||)^2,
+        K = 2 (q (2 d + 9) + d + 5 + (q + 2)(q + 2))
+    of the exact score -- twice the sum, and the double path's own rounding on top."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
+    cdef Py_ssize_t M, C, r0, r1, i, c, u, width, d1
+    cdef double xx, cmax, K, R
+    cdef double* A = NULL
+    cdef float* A32 = NULL
+    cdef float* Xa = NULL
+    cdef float* G = NULL
+    cdef float* score = NULL
+    cdef int iw, ib, id1, avx2 = lcoding_flats32_avx2(path)
+    cdef float one = 1.0, zero = 0.0
+    M, C = _flat_class_shape(n, d, W, centres, q, k, out.shape[0], out.shape[1], block)
+    if bound.shape[0] != n:
+        raise ValueError(f"bound has shape ({bound.shape[0]},), expected ({n},)")
+    if path not in (0, 1):
+        raise ValueError(f"path must be 0 or 1, got {path}")
+    if n == 0 or C == 0:
+        return
+    width = M * (q + 1)
+    d1 = d + 1
+    K = 2.0 * (q * (2 * d + 9) + d + 5 + (q + 2) * (q + 2)) * (5.9604644775390625e-08
+                                                               + 1.1102230246251565e-16)
+    # the precomputed rows in double (as flat_class_scores), then rounded to float
+    A = <double*>malloc(width * d1 * sizeof(double))
+    A32 = <float*>malloc((width * d1 + block * d1 + block * width + M) * sizeof(float))
+    if A == NULL or A32 == NULL:
+        free(A)
+        free(A32)
+        raise MemoryError("flat_class_scores_f32: cannot allocate the product blocks")
+    Xa = A32 + width * d1
+    G = Xa + block * d1
+    score = G + block * width
+    iw = <int>width
+    id1 = <int>d1
+    try:
+        with nogil:
+            cmax = sqrt(_fill_flat_rows(W, centres, M, q, d, A))
+            for i in range(width * d1):
+                A32[i] = <float>A[i]
+            r0 = 0
+            while r0 < n:
+                r1 = min(r0 + block, n)
+                ib = <int>(r1 - r0)
+                for i in range(r1 - r0):
+                    for u in range(d):
+                        Xa[i * d1 + u] = <float>X[r0 + i, u]
+                    Xa[i * d1 + d] = 1.0
+                # column-major: G^T (width x ib) = A32 (width x d1, stored d1 x width)^T Xa^T
+                sgemm(b"T", b"N", &iw, &ib, &id1, &one, A32, &id1, Xa, &id1, &zero, G, &iw)
+                for i in range(r1 - r0):
+                    xx = 0.0
+                    for u in range(d):
+                        xx += X[r0 + i, u] * X[r0 + i, u]
+                    R = sqrt(xx) + cmax
+                    bound[r0 + i] = K * R * R
+                    lcoding_flat_scores_f32(G + i * width, M, q, <float>xx, score, avx2)
+                    if lcoding_class_max_f32(score, C, k, &out[r0 + i, 0], avx2):
+                        for c in range(C):
+                            out[r0 + i, c] = NAN
+                r0 = r1
+    finally:
+        free(A)
+        free(A32)
 
 
 cdef void flat_scores_rows(const double* X, Py_ssize_t n, Py_ssize_t d, const double* W,

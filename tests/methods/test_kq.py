@@ -901,6 +901,8 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
         scored.append(Z.shape[0])
         return real(self, Z, restart)
     monkeypatch.setattr(kq_module.KQModel, "class_scores", counting)
+    # the double path (the single-precision one: test_single_precision_labels_...)
+    monkeypatch.setattr(kq_module.KQModel, "_single_precision_ok", lambda self: False)
     early = 0
     for trial, (n_class, W, noise) in enumerate([(3, 5, 0.3), (4, 2, 0.6), (5, 6, 0.2),
                                                  (2, 4, 0.4), (6, 3, 1.0)]):
@@ -925,6 +927,108 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     assert sum(scored) == W * X.shape[0]
 
     _assert_nan_score_raises(monkeypatch, model, rows, real)
+
+
+def _orthonormal_flats(rng, M, q, d):
+    """M flats of q orthonormal directions in d dimensions, (M q, d)."""
+    return np.ascontiguousarray(np.vstack([np.linalg.qr(rng.standard_normal((d, q)))[0].T
+                                           for _ in range(M)]))
+
+
+@pytest.mark.parametrize("path", [0, 1])
+def test_single_precision_class_scores_are_within_their_bound(path):
+    """_kq.flat_class_scores_f32: every class score within its row's bound of the
+    double kernel's (which is within rounding of the exact score), at scales from
+    1e-4 to 1e4, over several row blocks and both paths (AVX2, scalar); the bound is
+    small against the scores' scale; a NaN row gives NaN class scores."""
+    rng = np.random.default_rng(21)
+    for trial, (C, k, q, d, scale) in enumerate([(3, 4, 2, 6, 1.0), (5, 9, 3, 17, 1e-4),
+                                                 (2, 32, 4, 16, 1e4), (4, 7, 12, 50, 3.0),
+                                                 (10, 20, 1, 2, 0.5)]):
+        W = _orthonormal_flats(rng, C * k, q, d)
+        centres = scale * rng.standard_normal((C * k, d))
+        X = scale * rng.standard_normal((600, d)) * rng.uniform(0.1, 3.0, (600, 1))
+        want = np.empty((600, C))
+        _kq.flat_class_scores(X, W, centres, q, k, want)
+        got, bound = np.empty((600, C)), np.empty(600)
+        _kq.flat_class_scores_f32(X, W, centres, q, k, got, bound, 37, path)
+        err = np.abs(got - want).max(axis=1)
+        assert np.all(err <= bound), trial
+        assert err.max() > 0                            # single precision, not double
+        R2 = ((np.sqrt((X ** 2).sum(1)) + np.sqrt((centres ** 2).sum(1)).max()) ** 2)
+        assert np.all(bound <= 1e-3 * R2), trial
+    X[3, 1] = np.nan
+    _kq.flat_class_scores_f32(X, W, centres, q, k, got, bound, 256, path)
+    assert np.isnan(got[3]).all() and not np.isnan(got[[2, 4]]).any()
+    with pytest.raises(ValueError, match="path"):
+        _kq.flat_class_scores_f32(X, W, centres, q, k, got, bound, 256, 2)
+    with pytest.raises(ValueError, match="bound has shape"):
+        _kq.flat_class_scores_f32(X, W, centres, q, k, got, np.empty(5))
+    with pytest.raises(ValueError, match="out has shape"):
+        _kq.flat_class_scores_f32(X, W, centres, q, k, np.empty((600, 2)), bound)
+
+
+def test_single_precision_labels_equal_the_double_path(monkeypatch):
+    """The affine flats' mean of restarts scored in single precision: the labels of
+    the decision values exactly, on several data sets, scales and restarts; rows the
+    bound leaves open -- here rows placed exactly between two classes -- are scored
+    again in double precision; flats that stretch (a hand-made file) keep the double
+    path."""
+    from lcoding.methods import kq as kq_module
+    opened = []
+    real = kq_module.KQModel._mean_labels
+
+    def spy(self, X, single=False):
+        if not single:
+            opened.append(X.shape[0])
+        return real(self, X, single)
+    monkeypatch.setattr(kq_module.KQModel, "_mean_labels", spy)
+    for trial, (n_class, W, noise, scale) in enumerate([(3, 5, 0.3, 1.0), (4, 2, 0.6, 1e3),
+                                                        (5, 6, 0.2, 1e-3), (2, 4, 0.4, 1.0)]):
+        rng = np.random.default_rng(60 + trial)
+        X, y, _ = subspace_data(rng, n_class, 2, 2, 8, 60)
+        X = scale * (X + noise * rng.standard_normal(X.shape))
+        model = train(y, X, f"-s 41 -k 3 -Q 2 -y 1 -W {W} -S {trial}")
+        assert model._single_precision_ok()
+        # rows between classes: the midpoints of pairs from two classes, repeated
+        a, b = np.flatnonzero(y == y[0])[:20], np.flatnonzero(y != y[0])[:20]
+        Xt = np.vstack([X, (X[a] + X[b]) / 2])
+        rows = as_rows(Xt)
+        expected = model.labels_from_values(model.decision_values(rows))
+        opened.clear()
+        np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
+        assert len(opened) <= 1 and sum(opened) < Xt.shape[0] // 4, (trial, opened)
+    # a row exactly on the boundary of two mirror-image classes: always left open
+    Q = np.linalg.qr(np.random.default_rng(3).standard_normal((6, 6)))[0]
+    c = 3 * Q[2]
+    on = points_on(np.random.default_rng(4), Q[:2], 40)
+    Xm = np.vstack([on + c, on - c])
+    ym = np.repeat([1.0, 2.0], 40)
+    model = train(ym, Xm, "-s 41 -k 1 -Q 2 -y 1 -W 3 -S 0")
+    rows = as_rows(np.vstack([Xm, np.zeros((1, 6))]))
+    expected = model.labels_from_values(model.decision_values(rows))
+    opened.clear()
+    np.testing.assert_array_equal(model.predict_labels(rows), expected)
+    assert opened == [1]
+    # stretching flats: the double path only
+    model.metrics *= 3.0
+    model._contractive_flats = None
+    assert not model._single_precision_ok()
+    expected = model.labels_from_values(model.decision_values(rows))
+    np.testing.assert_array_equal(model.predict_labels(rows), expected)
+
+
+def test_single_precision_labels_on_shared_sets(shared_data):
+    """KQMetricsClassifier()'s flats on letter and usps: the single-precision labels
+    are the double path's on every test row."""
+    for name, opts in (("letter", "-s 41 -k 32 -Q 4 -l 16 -Z 0 -z 0.5 -y 1 -W 5 -S 0"),
+                       ("usps", "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5 -S 0")):
+        y, X, ty, tX = shared_data(name)
+        model = train_model(y, as_rows(X), parse_train_options(opts + " -q"))
+        rows = as_rows(tX).truncated(model.nr_feature)
+        assert model._single_precision_ok()
+        expected = model.labels_from_values(model.decision_values(rows))
+        np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=name)
 
 
 @pytest.mark.parametrize("affine", [False, True])
