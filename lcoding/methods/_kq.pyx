@@ -244,6 +244,13 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
         free(A)
 
 
+# the squared magnitudes (||x|| + max ||c_m||)^2 whose scores the float path bounds:
+# above 1e-20 an underflowing product (< 1.2e-38 each) is far below the bound's
+# K 2^-24 1e-20; below 1e30 no product or sum of q + 2 terms overflows (3.4e38)
+cdef double F32_MIN_SCALE = 1e-20
+cdef double F32_MAX_SCALE = 1e30
+
+
 def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                           const double[:, ::1] W,        # IN (C*k*q, d) flat bases
                           const double[:, ::1] centres,  # IN (C*k, d) flat centres
@@ -320,7 +327,11 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                     for u in range(d):
                         xx += X[r0 + i, u] * X[r0 + i, u]
                     R = sqrt(xx) + cmax
-                    bound[r0 + i] = K * R * R
+                    # within float's normal range with room to spare (the bound is
+                    # relative to R^2: values that underflow or overflow in float
+                    # would escape it), else the row takes the double path
+                    bound[r0 + i] = (K * R * R if F32_MIN_SCALE <= R * R <= F32_MAX_SCALE
+                                     else INFINITY)
                     lcoding_flat_scores_f32(G + i * width, M, q, <float>xx, score, avx2)
                     if lcoding_class_max_f32(score, C, k, &out[r0 + i, 0], avx2):
                         for c in range(C):

@@ -957,6 +957,11 @@ def test_single_precision_class_scores_are_within_their_bound(path):
         assert err.max() > 0                            # single precision, not double
         R2 = ((np.sqrt((X ** 2).sum(1)) + np.sqrt((centres ** 2).sum(1)).max()) ** 2)
         assert np.all(bound <= 1e-3 * R2), trial
+    # magnitudes beyond float's comfortable range: an infinite bound (the double path)
+    for tiny_or_huge in (1e-12, 1e16):
+        _kq.flat_class_scores_f32(X * tiny_or_huge, W, centres * tiny_or_huge, q, k, got,
+                                  bound, 256, path)
+        assert np.isinf(bound).all()
     X[3, 1] = np.nan
     _kq.flat_class_scores_f32(X, W, centres, q, k, got, bound, 256, path)
     assert np.isnan(got[3]).all() and not np.isnan(got[[2, 4]]).any()
@@ -984,7 +989,8 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
         return real(self, X, single)
     monkeypatch.setattr(kq_module.KQModel, "_mean_labels", spy)
     for trial, (n_class, W, noise, scale) in enumerate([(3, 5, 0.3, 1.0), (4, 2, 0.6, 1e3),
-                                                        (5, 6, 0.2, 1e-3), (2, 4, 0.4, 1.0)]):
+                                                        (5, 6, 0.2, 1e-3), (2, 4, 0.4, 1.0),
+                                                        (3, 3, 0.3, 1e-13), (3, 3, 0.3, 1e17)]):
         rng = np.random.default_rng(60 + trial)
         X, y, _ = subspace_data(rng, n_class, 2, 2, 8, 60)
         X = scale * (X + noise * rng.standard_normal(X.shape))
@@ -997,6 +1003,9 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
         expected = model.labels_from_values(model.decision_values(rows))
         opened.clear()
         np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
+        # (at extreme input scales too: these options project the rows onto the unit
+        # sphere, -Z 1; the kernel's own range guard is tested in
+        # test_single_precision_class_scores_are_within_their_bound)
         assert len(opened) <= 1 and sum(opened) < Xt.shape[0] // 4, (trial, opened)
     # a row exactly on the boundary of two mirror-image classes: always left open
     Q = np.linalg.qr(np.random.default_rng(3).standard_normal((6, 6)))[0]
