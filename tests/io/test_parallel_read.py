@@ -37,6 +37,7 @@ def _plain(tmp_path, name, max_lines=None):
     return path
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["banana", "ijcnn1", "w8a", "skin"])
 def test_equals_read_libsvm_on_the_shared_files(tmp_path, name):
     path = _plain(tmp_path, name)

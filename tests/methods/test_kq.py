@@ -1027,6 +1027,7 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
 
 
+@pytest.mark.slow
 def test_single_precision_labels_on_shared_sets(shared_data):
     """KQMetricsClassifier()'s flats on letter and usps: the single-precision labels
     are the double path's on every test row."""
