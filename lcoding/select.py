@@ -458,12 +458,13 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
     new = re.sub(r"(^| )-c \S+", lambda m: f"{m.group(1)}{c_text}", options) \
         if re.search(r"(^| )-c ", options) else f"{options} {c_text}"
     note = f"C refinement: {len(points)} values of C"
-    if new != options and err < error and time.perf_counter() - t + cost > left:
-        trials.append(Trial(len({t.rung for t in trials}), new, n_r, None,
-                            time.perf_counter() - t,
+    rung = len({trial.rung for trial in trials})     # the table's line for it
+    improved = new != options and err < error
+    if improved and time.perf_counter() - t + cost > left:
+        trials.append(Trial(rung, new, n_r, None, time.perf_counter() - t,
                             f"{note}; its confirmation not run: budget"))
         return None
-    if new != options and err < error:
+    if improved:
         # confirmed by a cold -v of the new C on the same rows and folds: where the dual
         # CD stops at its iteration cap (large C) the warm-started path's solution is
         # not the one a cold training reaches, and the refit is cold
@@ -471,8 +472,7 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
                                   min(nr_fold, n_r))
         warm, err = err, 100.0 * float(np.mean(target != y[ids]))
         note += f" (warm-started path {warm:.2f} %, cold -v {err:.2f} %)"
-    trials.append(Trial(len({t.rung for t in trials}), new, n_r, err,
-                        time.perf_counter() - t, note))
+    trials.append(Trial(rung, new, n_r, err, time.perf_counter() - t, note))
     info(f"{note}: {new}: CV error {err:.2f} %\n")
     return (err, new) if err < error else None
 

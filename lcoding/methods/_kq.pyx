@@ -109,6 +109,30 @@ def flat_scores(const double[:, ::1] X,        # IN (n, d) rows
     flat_class_scores(X, W, centres, q, 1, out, block)
 
 
+ctypedef fused real_t:
+    float
+    double
+
+
+cdef void _rows_with_one(const double[:, ::1] X, Py_ssize_t r0, Py_ssize_t r1,
+                         Py_ssize_t d, real_t* Xa) noexcept nogil:
+    # Xa ((r1 - r0) x (d + 1), row-major) = the rows r0 .. r1 - 1 of X with a constant 1
+    # appended (the column that takes _fill_flat_rows' offsets), in Xa's precision
+    cdef Py_ssize_t i, u, d1 = d + 1
+    for i in range(r1 - r0):
+        for u in range(d):
+            Xa[i * d1 + u] = <real_t>X[r0 + i, u]
+        Xa[i * d1 + d] = 1
+
+
+cdef inline double _sqnorm(const double[:, ::1] X, Py_ssize_t i, Py_ssize_t d) noexcept nogil:
+    cdef Py_ssize_t u
+    cdef double s = 0.0
+    for u in range(d):
+        s += X[i, u] * X[i, u]
+    return s
+
+
 cdef double _fill_flat_rows(const double[:, ::1] W, const double[:, ::1] centres,
                             Py_ssize_t M, Py_ssize_t q, Py_ssize_t d,
                             double* A) noexcept nogil:
@@ -178,7 +202,7 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     :func:`flat_scores_rows`' two dgemm, its offsets subtracted flat by flat in
     q-strided loops; the dgemm is now half of it, at the machine's peak rate."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
-    cdef Py_ssize_t M, C, r0, r1, i, c, j, m, t, u, width, d1
+    cdef Py_ssize_t M, C, r0, r1, i, c, j, m, t, width, d1
     cdef double best, v, xx
     cdef bint nan
     cdef double* A = NULL
@@ -212,16 +236,11 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
             while r0 < n:
                 r1 = min(r0 + block, n)
                 ib = <int>(r1 - r0)
-                for i in range(r1 - r0):
-                    for u in range(d):
-                        Xa[i * d1 + u] = X[r0 + i, u]
-                    Xa[i * d1 + d] = 1.0
+                _rows_with_one(X, r0, r1, d, Xa)
                 # column-major: G^T (width x ib) = A (width x d1, stored d1 x width)^T Xa^T
                 dgemm(b"T", b"N", &iw, &ib, &id1, &one, A, &id1, Xa, &id1, &zero, G, &iw)
                 for i in range(r1 - r0):
-                    xx = 0.0
-                    for u in range(d):
-                        xx += X[r0 + i, u] * X[r0 + i, u]
+                    xx = _sqnorm(X, r0 + i, d)
                     grow = G + i * width
                     for m in range(M):
                         score[m] = -xx - grow[m]
@@ -275,7 +294,7 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
         K = 2 (q (2 d + 9) + d + 5 + (q + 2)(q + 2))
     of the exact score -- twice the sum, and the double path's own rounding on top."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
-    cdef Py_ssize_t M, C, r0, r1, i, c, u, width, d1
+    cdef Py_ssize_t M, C, r0, r1, i, c, width, d1
     cdef double xx, cmax, K, R
     cdef double* A = NULL
     cdef float* A32 = NULL
@@ -316,16 +335,11 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
             while r0 < n:
                 r1 = min(r0 + block, n)
                 ib = <int>(r1 - r0)
-                for i in range(r1 - r0):
-                    for u in range(d):
-                        Xa[i * d1 + u] = <float>X[r0 + i, u]
-                    Xa[i * d1 + d] = 1.0
+                _rows_with_one(X, r0, r1, d, Xa)
                 # column-major: G^T (width x ib) = A32 (width x d1, stored d1 x width)^T Xa^T
                 sgemm(b"T", b"N", &iw, &ib, &id1, &one, A32, &id1, Xa, &id1, &zero, G, &iw)
                 for i in range(r1 - r0):
-                    xx = 0.0
-                    for u in range(d):
-                        xx += X[r0 + i, u] * X[r0 + i, u]
+                    xx = _sqnorm(X, r0 + i, d)
                     R = sqrt(xx) + cmax
                     # within float's normal range with room to spare (the bound is
                     # relative to R^2: values that underflow or overflow in float
