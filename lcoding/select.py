@@ -35,7 +35,9 @@ time budget ``budget_s``:
   rank order, passing over a dear one for cheaper ones after it; at least two, else
   the search stops; then a passed-over one runs after all if its own cost, without
   the GROWTH margin, fits in what they left), and within a rung no candidate starts
-  once the budget is spent.  The winner is the best-ranked candidate of the highest
+  once the budget is spent, and a trial that runs into the time the best candidate's
+  refit needs is stopped at its next check (:func:`lcoding.core.threads.deadline`,
+  :data:`STOP_SLACK`; the table says ``stopped: budget spent``).  The winner is the best-ranked candidate of the highest
   rung run to its end (the first rung's best when none was): on all rows, the lowest
   CV error;
   when the budget stopped the schedule earlier, the lowest extrapolated one; and
@@ -89,7 +91,7 @@ from lcoding.core.model import Model
 from lcoding.core.options import check_search_parameter, float_text, parse_train_options
 from lcoding.core.rows import Rows, as_labels, as_rows
 from lcoding.core.seeds import PURPOSE_SELECT, rng_state
-from lcoding.core.threads import blas_for_training, map_threads
+from lcoding.core.threads import DeadlinePassed, blas_for_training, deadline, map_threads
 from lcoding.local.anchors import dense_rows
 from lcoding.methods.defaults import (KMEANS_ITER, flats_default_options, flats_suit,
                                       llsvm_default_options)
@@ -145,6 +147,17 @@ DEFAULTS_POSITION = 3
 # rows -- 16 flats a class fitted to letter's 1777-row rung had 3 rows each (CV error
 # 21.3 %; the rule's 3 flats, 16.2 %)
 FLATS_RECIPE = "-s 41 "
+# a trial is stopped (DeadlinePassed) where the refit of the best candidate so far
+# would no longer fit, this fraction of the budget (at least STOP_SLACK_MIN seconds)
+# before it: the trial ends at its next check (between passes or blocks of rows), and
+# the refit must still fit after that, or a worse candidate whose refit fits would win
+# (letter at RBF / 10: the flats' refit, predicted 1.0 s, missed the 1.0 s left by
+# milliseconds and the linear SVM won)
+STOP_SLACK = 0.01
+STOP_SLACK_MIN = 0.05
+# a trial's note when the budget left no room to start it, or stopped it part-way
+NOT_RUN = "not run: budget spent"
+STOPPED = "stopped: budget spent"
 
 
 @dataclass(frozen=True)
@@ -450,6 +463,23 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
     ids = np.sort(order[:n_r])
     params.C = params.C / 4
     t = time.perf_counter()
+    rung = len({trial.rung for trial in trials})     # the table's line for it
+    try:
+        # a C or the confirmation that runs past what is left is stopped (the winner
+        # stays): the refit's time is not the refinement's
+        with deadline(t + left):
+            return _refine_C_path(y, rows, ids, params, options, error, trials, extra,
+                                  nr_fold, left, info, cost, t, rung)
+    except DeadlinePassed:
+        trials.append(Trial(rung, options, n_r, None, time.perf_counter() - t,
+                            "C refinement stopped: budget spent"))
+        return None
+
+
+def _refine_C_path(y, rows, ids, params, options, error, trials, extra, nr_fold, left,
+                   info, cost, t, rung):
+    """:func:`_refine_C`'s warm-started path over C and the confirming cold ``-v``."""
+    n_r = ids.size
     search = find_kernel_map_parameters if params.kernel_type >= 0 else find_local_parameters
     result, points = search(y[ids], rows.take(ids), params, c_only=True,
                             deadline=t + left - cost)
@@ -458,7 +488,6 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
     new = re.sub(r"(^| )-c \S+", lambda m: f"{m.group(1)}{c_text}", options) \
         if re.search(r"(^| )-c ", options) else f"{options} {c_text}"
     note = f"C refinement: {len(points)} values of C"
-    rung = len({trial.rung for trial in trials})     # the table's line for it
     improved = new != options and err < error
     if improved and time.perf_counter() - t + cost > left:
         trials.append(Trial(rung, new, n_r, None, time.perf_counter() - t,
@@ -525,6 +554,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     latest: dict = {}           # candidate -> (rows, seconds, CV error) of its latest trial
     out_of_budget = False
     last_trial = [0.0]          # seconds of the latest trial
+    stop_slack = max(STOP_SLACK * budget_s, STOP_SLACK_MIN)
 
     def reserve() -> float:
         # no trial starts unless the refit of the best candidate so far whose refit
@@ -646,34 +676,45 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
             # fold's map: _families) -> their trials; the unit's own cost guessed as
             # the rung's last trial's (cheapest first), unless the caller predicted it
             options = [rung_options.get(c, cands[c]) for c in unit]
-            if time.perf_counter() - t_start + reserve() + \
+            held = reserve()
+            if time.perf_counter() - t_start + held + \
                     (last_trial[0] if latest and guess else 0.0) > budget_s:
-                return [Trial(r, o, n_r, None, 0.0, "not run: budget spent") for o in options]
+                return [Trial(r, o, n_r, None, 0.0, NOT_RUN) for o in options]
             t = time.perf_counter()
             k = min(nr_fold, n_r)
             try:
-                key = families.get(unit[0])
-                parsed = [parse_train_options(o + extra) for o in options]
-                Cs = [p.C for p in parsed]
-                if key is None:
-                    targets = [cross_validation(sub_y, sub_rows, parsed[0], k)]
-                    work, paid, own, note = None, 0.0, [time.perf_counter() - t], ""
-                elif key in rung_work:
-                    # passed-over members of a family that ran: its folds' map was kept
-                    work = rung_work[key]
-                    targets, paid, own = work.targets_at(Cs)
-                    note = "each fold's map kept from the same setting's other C"
-                else:
-                    # kept only for a member the rung passed over (its second chance)
-                    kept = sum(w.nbytes for w in list(rung_work.values()))
-                    room = max(0, KEEP_SHARED_BYTES - kept) if key in wanted else 0
-                    targets, work, paid, own = cross_validation_at_Cs(
-                        sub_y, sub_rows, parse_train_options(key + extra), Cs, k,
-                        keep_bytes=room)
-                    note = (f"each fold's map shared by {len(unit)} values of C "
-                            f"({paid:.2f} s, a share here)" if len(unit) > 1 else "")
-                    if work.complete:
-                        rung_work[key] = work
+                # no trial runs into the time the best so far needs for its refit
+                # (a stopped one ends at its next check, within STOP_SLACK)
+                with deadline(t_start + budget_s - held - stop_slack):
+                    key = families.get(unit[0])
+                    parsed = [parse_train_options(o + extra) for o in options]
+                    Cs = [p.C for p in parsed]
+                    if key is None:
+                        targets = [cross_validation(sub_y, sub_rows, parsed[0], k)]
+                        work, paid, own, note = None, 0.0, [time.perf_counter() - t], ""
+                    elif key in rung_work:
+                        # passed-over members of a family that ran: its folds' map was kept
+                        work = rung_work[key]
+                        targets, paid, own = work.targets_at(Cs)
+                        note = "each fold's map kept from the same setting's other C"
+                    else:
+                        # kept only for a member the rung passed over (its second chance)
+                        kept = sum(w.nbytes for w in list(rung_work.values()))
+                        room = max(0, KEEP_SHARED_BYTES - kept) if key in wanted else 0
+                        targets, work, paid, own = cross_validation_at_Cs(
+                            sub_y, sub_rows, parse_train_options(key + extra), Cs, k,
+                            keep_bytes=room)
+                        note = (f"each fold's map shared by {len(unit)} values of C "
+                                f"({paid:.2f} s, a share here)" if len(unit) > 1 else "")
+                        if work.complete:
+                            rung_work[key] = work
+            except DeadlinePassed:
+                # the trial ran into the time the refit of the best so far needs (its
+                # cost was guessed from the trial before: letter's first rung started
+                # a kernel map at three C, 9.6 s, with 5 s left, and the whole call
+                # ended 4.8 s past its 31.6 s budget)
+                seconds = (time.perf_counter() - t) / len(unit)
+                return [Trial(r, o, n_r, None, seconds, STOPPED) for o in options]
             except (ValueError, ArithmeticError, MemoryError) as e:
                 seconds = (time.perf_counter() - t) / len(unit)
                 return [Trial(r, o, n_r, None, seconds, f"skipped: {e}") for o in options]
@@ -715,7 +756,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                     continue
                 add_rung_options([c])
                 trial = evaluate([c], guess=False)[0]
-                if trial.note == "not run: budget spent":
+                if trial.note in (NOT_RUN, STOPPED):
                     break
                 survivors = survivors + [c]
                 rung_trials = list(rung_trials) + [trial]
@@ -734,7 +775,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                     curve = f"learning curve: {expected:.2f} % on {n_next} rows"
                     trial = dataclasses.replace(
                         trial, note=f"{trial.note}; {curve}" if trial.note else curve)
-            elif trial.note == "not run: budget spent":
+            elif trial.note in (NOT_RUN, STOPPED):
                 out_of_budget = True
             elif trial.note.startswith("skipped:"):
                 failed.add(c)

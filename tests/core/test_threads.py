@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from lcoding.core import threads
-from lcoding.core.threads import (STOP_FLAG, TrainingInterrupted, check_stop, map_threads,
+from lcoding.core.threads import (STOP_FLAG, DeadlinePassed, TrainingInterrupted, check_stop,
+                                  deadline, map_threads,
                                   run_interruptible, run_ranges, stop_requested)
 from lcoding.linear import _dual_cd
 
@@ -285,3 +286,66 @@ def test_block_sweeps_give_the_same_model_whatever_the_barrier_spins(monkeypatch
                                           np.zeros(1, np.uint64), coding=Coding(
                                               np.zeros((3000, 4), np.int32),
                                               np.full((3000, 4), 0.25), 20)), 3)
+
+
+def test_a_deadline_stops_work_at_its_next_check():
+    """check_stop raises DeadlinePassed once the deadline of the work under way has
+    passed, only inside the deadline's context; nested deadlines keep the earliest."""
+    check_stop()
+    with deadline(time.perf_counter() + 60.0):
+        check_stop()                                    # not yet
+        with deadline(time.perf_counter() - 1.0):
+            with pytest.raises(DeadlinePassed):
+                check_stop()
+            with deadline(time.perf_counter() + 60.0):  # a later one does not extend it
+                with pytest.raises(DeadlinePassed):
+                    check_stop()
+        check_stop()                                    # the outer one again
+    check_stop()
+    assert not issubclass(DeadlinePassed, KeyboardInterrupt)
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_deadline_reaches_the_worker_threads(n_threads):
+    """Work items in map_threads' workers (they copy the caller's context) stop at the
+    caller's deadline; threads started outside it do not see it."""
+    outcomes = []
+
+    def work(_):
+        start = time.perf_counter()
+        while time.perf_counter() - start < 5.0:
+            try:
+                check_stop()
+            except DeadlinePassed:
+                outcomes.append("stopped")
+                raise
+            time.sleep(0.005)
+        return "finished"
+
+    start = time.perf_counter()
+    with deadline(start + 0.2), pytest.raises(DeadlinePassed):
+        map_threads(work, range(2), n_threads)
+    assert time.perf_counter() - start < 3.0 and "stopped" in outcomes
+    seen = []
+    with deadline(time.perf_counter() - 1.0):
+        thread = threading.Thread(target=lambda: seen.append(threads._deadline.get()))
+        thread.start()
+        thread.join()
+    assert seen == [float("inf")]
+
+
+def test_a_training_under_a_passed_deadline_stops_and_the_next_one_runs():
+    """A real training stops at its first check once its deadline has passed; the
+    deadline leaves nothing behind."""
+    from lcoding.core.options import parse_train_options
+    from lcoding.core.rows import as_rows
+    from lcoding.training import train_model
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 3))
+    y = np.where(X[:, 0] * X[:, 1] > 0, 1.0, -1.0)
+    rows = as_rows(X, "x")
+    params = parse_train_options("-s 1 -L 2 -A 10 -k 4 -B 1 -q")
+    with deadline(time.perf_counter() - 1.0), pytest.raises(DeadlinePassed):
+        train_model(y, rows, params)
+    model = train_model(y, rows, params)
+    assert np.mean(model.predict_labels(rows) == y) > 0.8

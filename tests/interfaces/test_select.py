@@ -231,21 +231,31 @@ def test_the_first_rung_has_rows_for_every_class():
 
 
 def _select_with_fake_cv(monkeypatch, n, cands, error_percent, budget_s, seconds=None,
-                         refit_seconds=None, clock=None):
+                         refit_seconds=None, clock=None, passes=None):
     """select() over ``cands`` on ``n`` random rows with a fake cross-validation: a
     trial's CV error is ``error_percent(C, rows)`` per cent; with ``seconds(C, rows)``,
-    a fake clock advances by that much per trial; with ``refit_seconds(C)``, the
-    selection refits (a fake training that advances the clock by that much)."""
+    a fake clock advances by that much per trial (with ``passes``, in that many equal
+    steps, each followed by a stop check, as a solver's passes are; the checks' clock
+    is the fake one too); with ``refit_seconds(C)``, the selection refits (a fake
+    training that advances the clock by that much)."""
     import types
+    from lcoding.core import threads
     clock = [0.0] if clock is None else clock
     if seconds is not None:
-        monkeypatch.setattr(sel, "time", types.SimpleNamespace(perf_counter=lambda: clock[0]))
+        fake_time = types.SimpleNamespace(perf_counter=lambda: clock[0])
+        monkeypatch.setattr(sel, "time", fake_time)
+        if passes is not None:
+            monkeypatch.setattr(threads, "time", fake_time)
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, 2))
     y = (X[:, 0] > 0).astype(float)
 
     def fake_cv(sub_y, sub_rows, params, nr_fold):
-        if seconds is not None:
+        if seconds is not None and passes is not None:
+            for _ in range(passes):
+                clock[0] += seconds(params.C, sub_rows.n_rows) / passes
+                threads.check_stop()
+        elif seconds is not None:
             clock[0] += seconds(params.C, sub_rows.n_rows)
         wrong = int(round(sub_y.size * error_percent(params.C, sub_rows.n_rows) / 100))
         out = sub_y.copy()
@@ -375,6 +385,65 @@ def test_the_budget_holds_the_refit(monkeypatch):
         refit_seconds=lambda C: refit.get(C, 6.75), clock=clock)
     assert result.best_options == "-s 2 -B 1 -c 3" and "does not fit" not in result.note
     assert clock[0] <= 300
+
+
+def test_a_trial_that_would_overrun_the_budget_is_stopped(monkeypatch):
+    """A trial whose cost the rung guessed too low (from the trial before it) is
+    stopped at its next check once it runs into the time the best candidate's refit
+    needs (less STOP_SLACK of the budget): the call keeps to its budget and that
+    candidate still wins, instead of a worse one whose refit fits in what an overrun
+    left (letter at a tenth of the RBF SVM's time: a kernel map at three C started
+    with 5 s left, ran 9.6 s, and the call ended 4.8 s past its budget).  C = 9, the
+    last, costs 30 s where the others cost 3 s; C = 3 is the best (refit 4 s)."""
+    clock = [0.0]
+    cands = [f"-s 2 -B 1 -c {c}" for c in range(1, 10)]
+    result = _select_with_fake_cv(
+        monkeypatch, 900, cands, lambda C, rows: 5 * abs(C - 3.0), 40,
+        seconds=lambda C, rows: rows / 100 * (10 if C == 9.0 else 1),
+        refit_seconds=lambda C: 4.0, clock=clock, passes=100)
+    stopped = [t for t in result.trials if t.note == sel.STOPPED]
+    assert [t.options for t in stopped] == ["-s 2 -B 1 -c 9"]
+    # the first rung's 300 rows: eight trials of 3 s, then C = 9 is stopped where the
+    # refit of C = 3 (predicted 1.25 (REFIT_MARGIN) x 3 s x 900 / 600 = 5.6 s) and the
+    # slack (0.4 s) begin, 40 - 5.6 - 0.4 = 34.0 s, within a pass (0.3 s)
+    end = 24.0 + stopped[0].seconds
+    assert 40 - 5.625 - 0.4 - 1e-9 <= end <= 40 - 5.625 - 0.4 + 0.3 + 1e-9
+    assert result.best_options == "-s 2 -B 1 -c 3"
+    assert "budget spent during rung 0" in result.note and "does not fit" not in result.note
+    assert clock[0] <= 40
+    # without the stop the trial would have run to its end: 24 + 30 + 4 s
+    assert result.cv_error == pytest.approx(0.0)
+
+
+def test_C_refinement_is_stopped_at_what_is_left(small, monkeypatch):
+    """The C refinement runs under the time left after the winner's refit: a path that
+    overruns it is stopped, a table line says so, and the winner stays."""
+    import time
+    from lcoding.core import threads
+    from lcoding.core.messages import Messages
+    from lcoding.core.rows import as_rows
+    y, X = small
+    options = "-s 1 -L 2 -B 1 -A 8 -k 4 -u 1 -c 1"
+    slow = {"calls": 0}
+
+    def stalled_search(*args, **kwargs):
+        # a path that never ends by itself: passes of 10 ms, a stop check after each
+        slow["calls"] += 1
+        start = time.perf_counter()
+        while time.perf_counter() - start < 10.0:
+            time.sleep(0.01)
+            threads.check_stop()
+        raise AssertionError("the refinement was not stopped")
+
+    monkeypatch.setattr(sel, "find_local_parameters", stalled_search)
+    trials = []
+    start = time.perf_counter()
+    out = sel._refine_C(y, as_rows(X, "x"), np.arange(y.size), y.size, options, 10.0,
+                        trials, " -S 1 -q", 3, 0.5, Messages(quiet=True), 0.1)
+    assert time.perf_counter() - start < 5.0
+    assert out is None and slow["calls"] == 1
+    assert trials[-1].note == "C refinement stopped: budget spent"
+    assert trials[-1].cv_error is None and trials[-1].options == options
 
 
 def test_curve_error_extrapolates_the_last_two_rungs():
