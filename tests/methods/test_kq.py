@@ -888,6 +888,17 @@ def test_predict_labels_stops_scoring_decided_votes(monkeypatch, opts):
     _assert_nan_score_raises(monkeypatch, model, rows, real)
 
 
+def _noisy_flats(seed, n_class, per_class, noise, W, trial):
+    """Rows of n_class classes on 2-flats in 8 dimensions plus noise, affine 3 x 2-flats
+    a class with W restarts trained on them, the rows and the decision values' labels."""
+    rng = np.random.default_rng(seed)
+    X, y, _ = subspace_data(rng, n_class, 2, 2, 8, per_class)
+    X = X + noise * rng.standard_normal(X.shape)
+    model = train(y, X, f"-s 41 -k 3 -Q 2 -y 1 -W {W} -S {trial}")
+    rows = as_rows(X)
+    return X, model, rows, model.labels_from_values(model.decision_values(rows))
+
+
 def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     """The affine flats' mean of restarts: predict_labels gives the labels of the
     decision values exactly (several data sets, classes, restarts and seeds), scores
@@ -906,13 +917,8 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     early = 0
     for trial, (n_class, W, noise) in enumerate([(3, 5, 0.3), (4, 2, 0.6), (5, 6, 0.2),
                                                  (2, 4, 0.4), (6, 3, 1.0)]):
-        rng = np.random.default_rng(40 + trial)
-        X, y, _ = subspace_data(rng, n_class, 2, 2, 8, 60)
-        X = X + noise * rng.standard_normal(X.shape)
-        model = train(y, X, f"-s 41 -k 3 -Q 2 -y 1 -W {W} -S {trial}")
+        X, model, rows, expected = _noisy_flats(40 + trial, n_class, 60, noise, W, trial)
         assert model.restart_rule == "mean"
-        rows = as_rows(X)
-        expected = model.labels_from_values(model.decision_values(rows))
         scored.clear()
         np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
         assert scored[0] == X.shape[0] and sum(scored) <= W * X.shape[0]
@@ -920,7 +926,7 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     assert early > 0                    # some rows were decided before the last restart
     # flats that stretch (a hand-made file): no early decision, the same labels
     model.metrics *= 3.0
-    model._contractive_flats = None
+    model._contractive_flats = model._flats_of_class = None
     expected = model.labels_from_values(model.decision_values(rows))
     scored.clear()
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
@@ -942,9 +948,13 @@ def test_single_precision_class_scores_are_within_their_bound(path):
     1e-4 to 1e4, over several row blocks and both paths (AVX2, scalar); the bound is
     small against the scores' scale; a NaN row gives NaN class scores."""
     rng = np.random.default_rng(21)
+    # (the fused AVX2 pass, path 0, takes a flat's q + 1 terms in even tiles of at
+    # most six: 3, 4, 5, 13 = 5 + 4 + 4, 2, 7 = 4 + 3 and 18 = 6 + 6 + 6 terms here;
+    # flats not a multiple of 8 leave empty lanes, blocks of 37 rows an odd row)
     for trial, (C, k, q, d, scale) in enumerate([(3, 4, 2, 6, 1.0), (5, 9, 3, 17, 1e-4),
                                                  (2, 32, 4, 16, 1e4), (4, 7, 12, 50, 3.0),
-                                                 (10, 20, 1, 2, 0.5)]):
+                                                 (10, 20, 1, 2, 0.5), (2, 5, 6, 9, 1.0),
+                                                 (2, 3, 17, 20, 2.0)]):
         W = _orthonormal_flats(rng, C * k, q, d)
         centres = scale * rng.standard_normal((C * k, d))
         X = scale * rng.standard_normal((600, d)) * rng.uniform(0.1, 3.0, (600, 1))
@@ -970,7 +980,7 @@ def test_single_precision_class_scores_are_within_their_bound(path):
     with pytest.raises(ValueError, match="bound has shape"):
         _kq.flat_class_scores_f32(X, W, centres, q, k, got, np.empty(5))
     with pytest.raises(ValueError, match="out has shape"):
-        _kq.flat_class_scores_f32(X, W, centres, q, k, np.empty((600, 2)), bound)
+        _kq.flat_class_scores_f32(X, W, centres, q, k, np.empty((600, C + 1)), bound)
 
 
 def test_single_precision_labels_equal_the_double_path(monkeypatch):
@@ -981,13 +991,12 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
     path."""
     from lcoding.methods import kq as kq_module
     opened = []
-    real = kq_module.KQModel._mean_labels
+    real = kq_module.KQModel._mean_scores
 
-    def spy(self, X, single=False):
-        if not single:
-            opened.append(X.shape[0])
-        return real(self, X, single)
-    monkeypatch.setattr(kq_module.KQModel, "_mean_labels", spy)
+    def spy(self, X):
+        opened.append(X.shape[0])
+        return real(self, X)
+    monkeypatch.setattr(kq_module.KQModel, "_mean_scores", spy)
     for trial, (n_class, W, noise, scale) in enumerate([(3, 5, 0.3, 1.0), (4, 2, 0.6, 1e3),
                                                         (5, 6, 0.2, 1e-3), (2, 4, 0.4, 1.0),
                                                         (3, 3, 0.3, 1e-13), (3, 3, 0.3, 1e17)]):
@@ -1021,10 +1030,71 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
     assert opened == [1]
     # stretching flats: the double path only
     model.metrics *= 3.0
-    model._contractive_flats = None
+    model._contractive_flats = model._flats_of_class = None
     assert not model._single_precision_ok()
     expected = model.labels_from_values(model.decision_values(rows))
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
+
+
+def test_branch_and_bound_labels_score_less_and_equal_the_full_rule(monkeypatch):
+    """The single-precision path's branch and bound over classes and restarts
+    (KQModel._bound_labels): the labels of the decision values exactly (3-10 classes,
+    2-6 restarts, chunks of 50 rows), with far fewer class-and-restart scores than
+    every class in every restart where there are many classes; a NaN score in restart
+    0 or later takes the checked path (a ValueError where the double scores are NaN
+    too, never a label)."""
+    from lcoding.methods import kq as kq_module
+    monkeypatch.setattr(kq_module, "BOUND_CHUNK", 50)
+    scored = []
+    real = kq_module.KQModel._class_restart_scores
+
+    def counting(self, X, c, r0, r1):
+        scored.append(X.shape[0] * (r1 - r0))
+        return real(self, X, c, r0, r1)
+    monkeypatch.setattr(kq_module.KQModel, "_class_restart_scores", counting)
+    for trial, (n_class, W, noise) in enumerate([(8, 5, 0.3), (6, 3, 0.8), (10, 6, 0.2),
+                                                 (3, 2, 0.5), (7, 4, 1.5)]):
+        X, model, rows, expected = _noisy_flats(80 + trial, n_class, 40, noise, W, trial)
+        assert model._single_precision_ok()
+        scored.clear()
+        np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
+        # restarts 1 .. W-1: the lead's, and a few classes still in the running
+        assert 0 < sum(scored) <= (W - 1) * n_class * X.shape[0]
+        if n_class >= 6:
+            # (noisy classes keep more in the running: 36-75 % here; letter 15 %)
+            assert sum(scored) < 0.8 * (W - 1) * n_class * X.shape[0], trial
+
+    for where in ("first", "later"):
+        name = "_class_scores_single" if where == "first" else "_class_restart_scores"
+        inner = getattr(kq_module.KQModel, name)
+
+        def nan_row(self, *args, inner=inner):
+            out, bound = inner(self, *args)
+            out[0, 0] = np.nan
+            return out, bound
+        with monkeypatch.context() as patch:
+            # a NaN in single precision hands the rows to the checked path, whose
+            # double-precision scores are finite here: the same labels
+            patch.setattr(kq_module.KQModel, name, nan_row)
+            np.testing.assert_array_equal(model.predict_labels(rows), expected)
+    # NaN in both precisions (a model file whose flats overflow on these rows): the
+    # checked path names it
+    real_double = kq_module.KQModel.class_scores
+
+    def nan_double(self, Z, restart=0):
+        out = real_double(self, Z, restart)
+        out[0, 0] = np.nan
+        return out
+    inner = kq_module.KQModel._class_scores_single
+
+    def nan_single(self, *args):
+        out, bound = inner(self, *args)
+        out[0, 0] = np.nan
+        return out, bound
+    monkeypatch.setattr(kq_module.KQModel, "_class_scores_single", nan_single)
+    monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_double)
+    with pytest.raises(ValueError, match="NaN"):
+        model.predict_labels(rows)
 
 
 @pytest.mark.slow
