@@ -121,7 +121,14 @@ def model_text(name, tmp_path):
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("name", sorted(CONFIGS))
+# the configurations that train longest (0.4-0.8 s each) run in the full suite only,
+# keeping the quick subset (-m "not slow") under a minute
+SLOW_CONFIGS = {"isvm", "llsvm_K2", "vsv"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[pytest.mark.slow]
+                                               if name in SLOW_CONFIGS else [])
+                                  for name in sorted(CONFIGS)])
 def test_same_model_file(name, tmp_path):
     try:
         expected = (GOLDEN / f"{name}.model.bz2").read_bytes()
