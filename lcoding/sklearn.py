@@ -1662,7 +1662,8 @@ class AutoLocalClassifier(_LcodingClassifier):
         Seconds for the whole fit: the search and the final refit on all rows (the
         refit predicted from the candidates' trials).  A rung whose predicted time
         and refit do not fit runs only its best-ranked candidates that do (at least
-        two), no trial starts that would leave no room for a refit, and the winner is
+        two), no trial starts that would leave no room for a refit, a trial that
+        runs into that room is stopped within a solver pass, and the winner is
         the best-ranked candidate whose refit fits; a budget too small for one
         candidate fits the linear SVM ``-s 2 -B 1 -c 1`` (``selection_.note`` says
         so).
