@@ -332,7 +332,8 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
         A32 = <float*>malloc((groups * (q + 1) * d1 * 8 + block * d1 + block * Mp + block)
                              * sizeof(float))
     else:
-        A32 = <float*>malloc((width * d1 + block * d1 + block * width + M) * sizeof(float))
+        A32 = <float*>malloc((width * d1 + block * d1 + block * width + M + block)
+                             * sizeof(float))
     if A == NULL or A32 == NULL:
         free(A)
         free(A32)
@@ -346,6 +347,7 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
         Xa = A32 + width * d1
         G = Xa + block * d1
         score = G + block * width
+        xx32 = score + M
     iw = <int>width
     id1 = <int>d1
     try:
@@ -369,9 +371,16 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                 r1 = min(r0 + block, n)
                 ib = <int>(r1 - r0)
                 _rows_with_one(X, r0, r1, d, Xa)
+                for i in range(r1 - r0):
+                    xx = _sqnorm(X, r0 + i, d)
+                    xx32[i] = <float>xx
+                    R = sqrt(xx) + cmax
+                    # within float's normal range with room to spare (the bound is
+                    # relative to R^2: values that underflow or overflow in float
+                    # would escape it), else the row takes the double path
+                    bound[r0 + i] = (K * R * R if F32_MIN_SCALE <= R * R <= F32_MAX_SCALE
+                                     else INFINITY)
                 if avx2:
-                    for i in range(r1 - r0):
-                        xx32[i] = <float>_sqnorm(X, r0 + i, d)
                     lcoding_flat_scores_fused(At, groups, q, d1, Xa, xx32, r1 - r0, score,
                                               Mp, avx2)
                 else:
@@ -380,15 +389,8 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                     sgemm(b"T", b"N", &iw, &ib, &id1, &one, A32, &id1, Xa, &id1, &zero, G,
                           &iw)
                 for i in range(r1 - r0):
-                    xx = _sqnorm(X, r0 + i, d)
-                    R = sqrt(xx) + cmax
-                    # within float's normal range with room to spare (the bound is
-                    # relative to R^2: values that underflow or overflow in float
-                    # would escape it), else the row takes the double path
-                    bound[r0 + i] = (K * R * R if F32_MIN_SCALE <= R * R <= F32_MAX_SCALE
-                                     else INFINITY)
                     if not avx2:
-                        lcoding_flat_scores_f32(G + i * width, M, q, <float>xx, score)
+                        lcoding_flat_scores_f32(G + i * width, M, q, xx32[i], score)
                     if lcoding_class_max_f32(score + (i * Mp if avx2 else 0), C, k,
                                              &out[r0 + i, 0], avx2):
                         for c in range(C):
