@@ -612,14 +612,18 @@ class KQModel(Model):
 
     def predict_labels(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
         """The labels of :meth:`labels_from_values` on the decision values, scoring
-        fewer restarts where a row is already decided (:meth:`_vote_labels`,
-        :meth:`_mean_labels`)."""
+        fewer restarts (or classes) where a row is already decided
+        (:meth:`_vote_labels`, :meth:`_bound_labels`)."""
         if self.n_restarts == 1:
             return super().predict_labels(rows, n_threads=n_threads)
         with blas_threads(n_threads), np.errstate(invalid="ignore"):
             X = self.preprocess.transform(rows)
-            winners = (self._vote_labels(X) if self.restart_rule == "vote"
-                       else self._mean_labels(X, single=self._single_precision_ok()))
+            if self.restart_rule == "vote":
+                winners = self._vote_labels(X)
+            elif self._single_precision_ok():
+                winners = self._bound_labels(X)
+            else:
+                winners = self._mean_labels(X)
         if winners is None:     # a NaN score: the checked path names the row
             return super().predict_labels(rows, n_threads=n_threads)
         return np.asarray(self.label, dtype=np.float64)[winners]
@@ -628,8 +632,8 @@ class KQModel(Model):
         """Whether every flat's directions shrink: ``||F_m v|| <= ||v||`` (largest
         singular value at most 1, as for the orthonormal rows training fits; a model
         file may hold anything).  Then an affine flat's score ``||F_m (x - c_m)||^2 -
-        ||x - c_m||^2`` lies in ``[-||x - c_m||^2, 0]``, which :meth:`_mean_labels`'
-        early decision needs."""
+        ||x - c_m||^2`` lies in ``[-||x - c_m||^2, 0]``, which :meth:`_bound_labels`
+        needs."""
         if self._contractive_flats is None:
             F = self.metrics.reshape(-1, self.q, self.dim)
             top = np.linalg.svd(F, compute_uv=False)[:, 0] if F.size else np.zeros(0)
@@ -643,50 +647,16 @@ class KQModel(Model):
         classes or more."""
         return self.affine and self.nr_class >= 2 and self._contractive()
 
-    def _mean_labels(self, X: np.ndarray, single: bool = False):
-        """Class indices of the argmax of :meth:`_values_of`'s mean scores, restart by
-        restart, deciding a row early when the bounds allow.  An affine flat's score
-        lies in ``[-||x - c||^2, 0]`` (:meth:`_contractive`): a class's score in a
-        restart is at most 0, and the leading class's at least minus its nearest
-        centre's squared distance.  After restart r, a row whose leading class's sum,
-        minus those distances over the restarts still to come (and a rounding slack
-        of 1e-9 of the magnitudes involved), stays above the runner-up's sum keeps
-        that class, so the later restarts score only the rows still open.  letter's
-        mean of 5: about 3.2 restarts a row, usps 3.5, mnist 3.8.  The open rows'
-        scores are summed in restart order, as :meth:`_mean_scores` sums them.  None
-        when a sum is NaN (the checked path then names the row).
-
-        ``single``: :meth:`_bound_labels` (single precision, class by class)."""
-        n, n_class, W = X.shape[0], self.nr_class, self.n_restarts
-        early = self.affine and n_class >= 2 and self._contractive()
-        if single and early:
-            return self._bound_labels(X)
-        winners = np.empty(n, dtype=np.int64)
-        # the open rows, their squared norms and score sums, kept compact: one gather
-        # a restart, where rows were decided
-        open_rows, Xo, total = np.arange(n), X, np.zeros((n, n_class))
-        sq = np.einsum("ij,ij->i", X, X) if early else None
-        csq = np.einsum("rmd,rmd->rm", self.centres, self.centres) if early else None
-        for r in range(W):
-            total += self.class_scores(Xo, r)
-            if np.isnan(total).any():       # a NaN score, or +inf and -inf summed
-                return None
-            if not early or r == W - 1:
-                continue
-            lead = np.argmax(total, axis=1)
-            lead_sum = total[np.arange(open_rows.size), lead]
-            second = np.partition(total, n_class - 2, axis=1)[:, n_class - 2]
-            rest, scale = self._lead_centre_distances(Xo, sq, csq, lead, r + 1)
-            slack = 1e-9 * (np.abs(lead_sum) + np.abs(second) + rest + scale) + 1e-300
-            decided = lead_sum - rest - slack > second
-            if decided.any():
-                winners[open_rows[decided]] = lead[decided]
-                keep = ~decided
-                open_rows, Xo, sq, total = open_rows[keep], Xo[keep], sq[keep], total[keep]
-                if not open_rows.size:
-                    return winners
-        winners[open_rows] = np.argmax(total / W, axis=1)
-        return winners
+    def _mean_labels(self, X: np.ndarray):
+        """Class indices of the argmax of the restarts' mean class scores
+        (:meth:`_mean_scores`, every restart in double precision): the mean rule where
+        no bound applies (flats that stretch, one class, subspaces), and the rows
+        :meth:`_bound_labels` leaves open.  None when a score is NaN (the checked path
+        then names the row)."""
+        mean = self._mean_scores(X)
+        if np.isnan(mean).any():            # a NaN score, or +inf and -inf summed
+            return None
+        return np.argmax(mean, axis=1)
 
     def _bound_labels(self, X: np.ndarray):
         """:meth:`_mean_labels`' classes by branch and bound over classes and restarts,
@@ -712,10 +682,11 @@ class KQModel(Model):
         double path's rounding), and the sums add those bounds, so a decided row's
         class is the exact mean's argmax, which the double path computes.  Rows left
         open (near-ties within the bounds, magnitudes outside float's range) are
-        scored in double precision, every restart (:meth:`_mean_scores`).
-        Class-and-restart scores a row against :meth:`_mean_labels`' restart by
-        restart rule (letter's test set, 26 classes x 5 restarts): ~34 of 130 against
-        ~84; usps ~18 of 50 against ~33; letter 13.5 -> 5.9 us a row."""
+        scored in double precision, every restart (:meth:`_mean_labels`).
+        Class-and-restart scores a row against the restart by restart rule it replaced
+        (the lead's nearest centres as its bound; letter's test set, 26 classes x 5
+        restarts): ~34 of 130 against ~84; usps ~18 of 50 against ~33; letter 13.5 ->
+        5.9 us a row."""
         n = X.shape[0]
         winners = np.empty(n, dtype=np.int64)
         for a in range(0, n, BOUND_CHUNK):
@@ -726,12 +697,11 @@ class KQModel(Model):
             winners[a:a + BOUND_CHUNK] = chunk
         left = np.flatnonzero(winners < 0)
         if left.size:
-            # what single precision left open (a few rows): every restart in double
-            # precision, the labels of the full rule
-            mean = self._mean_scores(X[left])
-            if np.isnan(mean).any():
+            # what single precision left open (a few rows): the full rule
+            rest = self._mean_labels(X[left])
+            if rest is None:
                 return None
-            winners[left] = np.argmax(mean, axis=1)
+            winners[left] = rest
         return winners
 
     def _bound_labels_chunk(self, X: np.ndarray):
@@ -832,24 +802,6 @@ class KQModel(Model):
                                       out[a:a + step], bound[a:a + step])
         return out, bound
 
-    def _lead_centre_distances(self, X, sq, csq, lead, first):
-        """For each row of X (squared norms ``sq``) and its class ``lead``: the sum over
-        restarts ``first`` .. W-1 of the squared distance to the nearest of the class's
-        flat centres (squared norms ``csq``, (W, C k)), and the magnitude ``sum
-        (||x||^2 + max ||c||^2)`` its rounding scales with; one product per class over
-        the rows it leads, against its centres in all those restarts."""
-        k, d, R = self.k, self.dim, self.n_restarts - first
-        rest = np.empty(X.shape[0])
-        scale = np.empty(X.shape[0])
-        for c in np.unique(lead):
-            rows = np.flatnonzero(lead == c)
-            centres = self.centres[first:, c * k:(c + 1) * k].reshape(R * k, d)
-            norms = csq[first:, c * k:(c + 1) * k]                      # (R, k)
-            dist = sq[rows, None] - 2.0 * (X[rows] @ centres.T) + norms.reshape(1, R * k)
-            rest[rows] = np.maximum(dist.reshape(rows.size, R, k).min(axis=2), 0.0).sum(axis=1)
-            scale[rows] = R * sq[rows] + norms.max(axis=1).sum()
-        return rest, scale
-
     def _vote_labels(self, X: np.ndarray):
         """Class indices of the argmax of :meth:`_values_of`'s values, restart by
         restart: after restart r of W, a row whose leading class has v1 votes against
@@ -860,7 +812,8 @@ class KQModel(Model):
         order, as :meth:`_values_of` sums them.  None when a sum is NaN."""
         n, n_class, W = X.shape[0], self.nr_class, self.n_restarts
         winners = np.empty(n, dtype=np.int64)
-        # the open rows, their votes and score sums, kept compact (as _mean_labels)
+        # the open rows, their votes and score sums, kept compact: one gather a
+        # restart, where rows were decided
         open_rows, Xo = np.arange(n), X
         votes, total = np.zeros((n, n_class)), np.zeros((n, n_class))
         for r in range(W):
@@ -1004,7 +957,7 @@ class KQModel(Model):
 
 def _slack(a, b):
     """The rounding slack of sums in double that :meth:`KQModel._bound_labels` allows
-    around ``a`` and ``b`` (as :meth:`KQModel._mean_labels`' 1e-9 of the magnitudes)."""
+    around ``a`` and ``b``: 1e-9 of their magnitudes."""
     return 1e-9 * (np.abs(a) + np.abs(b)) + 1e-300
 
 

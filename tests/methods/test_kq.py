@@ -902,18 +902,29 @@ def _noisy_flats(seed, n_class, per_class, noise, W, trial):
 def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     """The affine flats' mean of restarts: predict_labels gives the labels of the
     decision values exactly (several data sets, classes, restarts and seeds), scores
-    the later restarts only on rows still open, falls back to scoring every restart
-    when a file's flats are not contractive, and a NaN score takes the checked path."""
+    fewer classes and restarts than all where rows are decided early, falls back to
+    scoring every restart when a file's flats are not contractive, and a NaN score
+    takes the checked path."""
     from lcoding.methods import kq as kq_module
     real = kq_module.KQModel.class_scores
-    scored = []
+    real_single = kq_module.KQModel._class_scores_single
+    real_class = kq_module.KQModel._class_restart_scores
+    scored = []             # class-and-restart scores, in rows x classes x restarts
 
     def counting(self, Z, restart=0):
-        scored.append(Z.shape[0])
+        scored.append(Z.shape[0] * self.nr_class)
         return real(self, Z, restart)
+
+    def counting_single(self, Z, restart):
+        scored.append(Z.shape[0] * self.nr_class)
+        return real_single(self, Z, restart)
+
+    def counting_class(self, Z, c, r0, r1):
+        scored.append(Z.shape[0] * (r1 - r0))
+        return real_class(self, Z, c, r0, r1)
     monkeypatch.setattr(kq_module.KQModel, "class_scores", counting)
-    # the double path (the single-precision one: test_single_precision_labels_...)
-    monkeypatch.setattr(kq_module.KQModel, "_single_precision_ok", lambda self: False)
+    monkeypatch.setattr(kq_module.KQModel, "_class_scores_single", counting_single)
+    monkeypatch.setattr(kq_module.KQModel, "_class_restart_scores", counting_class)
     early = 0
     for trial, (n_class, W, noise) in enumerate([(3, 5, 0.3), (4, 2, 0.6), (5, 6, 0.2),
                                                  (2, 4, 0.4), (6, 3, 1.0)]):
@@ -921,8 +932,9 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
         assert model.restart_rule == "mean"
         scored.clear()
         np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
-        assert scored[0] == X.shape[0] and sum(scored) <= W * X.shape[0]
-        early += W * X.shape[0] - sum(scored)
+        assert scored[0] == X.shape[0] * n_class          # restart 0: every row and class
+        assert sum(scored) <= W * n_class * X.shape[0]
+        early += W * n_class * X.shape[0] - sum(scored)
     assert early > 0                    # some rows were decided before the last restart
     # flats that stretch (a hand-made file): no early decision, the same labels
     model.metrics *= 3.0
@@ -930,7 +942,7 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     expected = model.labels_from_values(model.decision_values(rows))
     scored.clear()
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
-    assert sum(scored) == W * X.shape[0]
+    assert sum(scored) == W * model.nr_class * X.shape[0]
 
     _assert_nan_score_raises(monkeypatch, model, rows, real)
 
