@@ -37,9 +37,9 @@ time budget ``budget_s``:
   the GROWTH margin, fits in what they left), and within a rung no candidate starts
   once the budget is spent, and a trial that runs into the time the best candidate's
   refit needs is stopped at its next check (:func:`lcoding.core.threads.deadline`,
-  :data:`STOP_SLACK`; the table says ``stopped: budget spent``).  The winner is the best-ranked candidate of the highest
-  rung run to its end (the first rung's best when none was): on all rows, the lowest
-  CV error;
+  :data:`STOP_SLACK`; the table says ``stopped: budget spent``).  The winner is the
+  best-ranked candidate of the highest rung run to its end (the first rung's best when
+  none was): on all rows, the lowest CV error;
   when the budget stopped the schedule earlier, the lowest extrapolated one; and
   when that rung passed over the best of the rung before it for its cost (and that
   one's refit fits), the rung before decides, where both were measured on the same
@@ -237,8 +237,9 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
         # many classes: affine k q-flats, KQMetricsClassifier(solver='flats')'s options
         # (a recipe, FLATS_RECIPE: the flats per class follow the rung's rows) -- 5
         # restarts of nearest-flat rules (their mean distance decides), trained in 0.5 s
-        # on letter's 10 667-row folds with 2.35 % 3-fold CV error (the RBF kernel map: 3.3 % test error in 10 s); on two
-        # classes flats are poor (magic04 23 %, ijcnn1 13 % at 8000 rows)
+        # on letter's 10 667-row folds with 2.35 % 3-fold CV error (the RBF kernel map:
+        # 3.3 % test error in 10 s); on two classes flats are poor (magic04 23 %,
+        # ijcnn1 13 % at 8000 rows)
         out.append(flats_default_options(rows, int(np.unique(y).size)))
     A = max(1, min(100, n // 10))
     k = min(8, A)
@@ -387,10 +388,10 @@ def _families(cands: list, extra: str) -> dict:
     kernel PCA map, a local coding) trained by the dual CD (:data:`FAMILY_SOLVERS`).
     Candidates of a rung with the same key are one setting at several C:
     :func:`cross_validation_at_Cs` builds each fold's map (anchors, codes) once for
-    all of them and trains every C cold, so that their CV errors are the ones ``-v`` gives each alone.  On magic04 (1408 rows) the
-    three C of a kernel map took 0.91 s together, 1.74 s one by one; letter's (1300 rows)
-    3.8 s and 6.9 s; the local codings' anchors and codes are a few percent of their
-    trials."""
+    all of them and trains every C cold, so that their CV errors are the ones ``-v``
+    gives each alone.  On magic04 (1408 rows) the three C of a kernel map took 0.91 s
+    together, 1.74 s one by one; letter's (1300 rows) 3.8 s and 6.9 s; the local
+    codings' anchors and codes are a few percent of their trials."""
     out = {}
     for c, options in enumerate(cands):
         try:
@@ -468,42 +469,36 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
         # a C or the confirmation that runs past what is left is stopped (the winner
         # stays): the refit's time is not the refinement's
         with deadline(t + left):
-            return _refine_C_path(y, rows, ids, params, options, error, trials, extra,
-                                  nr_fold, left, info, cost, t, rung)
+            search = (find_kernel_map_parameters if params.kernel_type >= 0
+                      else find_local_parameters)
+            result, points = search(y[ids], rows.take(ids), params, c_only=True,
+                                    deadline=t + left - cost)
+            err = 100.0 * (1.0 - result.best_rate)
+            c_text = f"-c {float_text(result.best_C)}"
+            new = re.sub(r"(^| )-c \S+", lambda m: f"{m.group(1)}{c_text}", options) \
+                if re.search(r"(^| )-c ", options) else f"{options} {c_text}"
+            note = f"C refinement: {len(points)} values of C"
+            improved = new != options and err < error
+            if improved and time.perf_counter() - t + cost > left:
+                trials.append(Trial(rung, new, n_r, None, time.perf_counter() - t,
+                                    f"{note}; its confirmation not run: budget"))
+                return None
+            if improved:
+                # confirmed by a cold -v of the new C on the same rows and folds: where
+                # the dual CD stops at its iteration cap (large C) the warm-started
+                # path's solution is not the one a cold training reaches, and the
+                # refit is cold
+                target = cross_validation(y[ids], rows.take(ids),
+                                          parse_train_options(new + extra), min(nr_fold, n_r))
+                warm, err = err, 100.0 * float(np.mean(target != y[ids]))
+                note += f" (warm-started path {warm:.2f} %, cold -v {err:.2f} %)"
+            trials.append(Trial(rung, new, n_r, err, time.perf_counter() - t, note))
+            info(f"{note}: {new}: CV error {err:.2f} %\n")
+            return (err, new) if err < error else None
     except DeadlinePassed:
         trials.append(Trial(rung, options, n_r, None, time.perf_counter() - t,
                             "C refinement stopped: budget spent"))
         return None
-
-
-def _refine_C_path(y, rows, ids, params, options, error, trials, extra, nr_fold, left,
-                   info, cost, t, rung):
-    """:func:`_refine_C`'s warm-started path over C and the confirming cold ``-v``."""
-    n_r = ids.size
-    search = find_kernel_map_parameters if params.kernel_type >= 0 else find_local_parameters
-    result, points = search(y[ids], rows.take(ids), params, c_only=True,
-                            deadline=t + left - cost)
-    err = 100.0 * (1.0 - result.best_rate)
-    c_text = f"-c {float_text(result.best_C)}"
-    new = re.sub(r"(^| )-c \S+", lambda m: f"{m.group(1)}{c_text}", options) \
-        if re.search(r"(^| )-c ", options) else f"{options} {c_text}"
-    note = f"C refinement: {len(points)} values of C"
-    improved = new != options and err < error
-    if improved and time.perf_counter() - t + cost > left:
-        trials.append(Trial(rung, new, n_r, None, time.perf_counter() - t,
-                            f"{note}; its confirmation not run: budget"))
-        return None
-    if improved:
-        # confirmed by a cold -v of the new C on the same rows and folds: where the dual
-        # CD stops at its iteration cap (large C) the warm-started path's solution is
-        # not the one a cold training reaches, and the refit is cold
-        target = cross_validation(y[ids], rows.take(ids), parse_train_options(new + extra),
-                                  min(nr_fold, n_r))
-        warm, err = err, 100.0 * float(np.mean(target != y[ids]))
-        note += f" (warm-started path {warm:.2f} %, cold -v {err:.2f} %)"
-    trials.append(Trial(rung, new, n_r, err, time.perf_counter() - t, note))
-    info(f"{note}: {new}: CV error {err:.2f} %\n")
-    return (err, new) if err < error else None
 
 
 def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_threads: int = 1,
@@ -708,16 +703,14 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                                 f"({paid:.2f} s, a share here)" if len(unit) > 1 else "")
                         if work.complete:
                             rung_work[key] = work
-            except DeadlinePassed:
-                # the trial ran into the time the refit of the best so far needs (its
-                # cost was guessed from the trial before: letter's first rung started
-                # a kernel map at three C, 9.6 s, with 5 s left, and the whole call
-                # ended 4.8 s past its 31.6 s budget)
+            except (DeadlinePassed, ValueError, ArithmeticError, MemoryError) as e:
+                # DeadlinePassed: the trial ran into the time the refit of the best so
+                # far needs (its cost was guessed from the trial before: letter's first
+                # rung started a kernel map at three C, 9.6 s, with 5 s left, and the
+                # whole call ended 4.8 s past its 31.6 s budget); else it failed
                 seconds = (time.perf_counter() - t) / len(unit)
-                return [Trial(r, o, n_r, None, seconds, STOPPED) for o in options]
-            except (ValueError, ArithmeticError, MemoryError) as e:
-                seconds = (time.perf_counter() - t) / len(unit)
-                return [Trial(r, o, n_r, None, seconds, f"skipped: {e}") for o in options]
+                note = STOPPED if isinstance(e, DeadlinePassed) else f"skipped: {e}"
+                return [Trial(r, o, n_r, None, seconds, note) for o in options]
             out = []
             shared = work.seconds if work is not None else 0.0
             for c, o, target, s in zip(unit, options, targets, own):
