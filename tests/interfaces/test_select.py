@@ -437,10 +437,8 @@ def test_C_refinement_is_stopped_at_what_is_left(small, monkeypatch):
 
     monkeypatch.setattr(sel, "find_local_parameters", stalled_search)
     trials = []
-    start = time.perf_counter()
     out = sel._refine_C(y, as_rows(X, "x"), np.arange(y.size), y.size, options, 10.0,
                         trials, " -S 1 -q", 3, 0.5, Messages(quiet=True), 0.1)
-    assert time.perf_counter() - start < 5.0
     assert out is None and slow["calls"] == 1
     assert trials[-1].note == "C refinement stopped: budget spent"
     assert trials[-1].cv_error is None and trials[-1].options == options
