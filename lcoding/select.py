@@ -44,7 +44,8 @@ time budget ``budget_s``:
   when that rung passed over the best of the rung before it for its cost (and that
   one's refit fits), the rung before decides, where both were measured on the same
   rows (:func:`_unmatched_lead`);
-* the budget holds the refit on all rows as well (``refit``): a candidate's refit
+* the budget holds the refit on all rows as well (``refit``, or ``plan_refit`` for
+  a refit the caller runs, as ``AutoLocalClassifier`` does): a candidate's refit
   is predicted from its latest trial, linear in the rows (its folds trained on
   ``(k - 1) n_r`` rows in all, the refit trains once on ``n``), with a margin of
   :data:`REFIT_MARGIN`;
@@ -503,12 +504,17 @@ def _refine_C(y, rows, order, n_r, options, error, trials, extra, nr_fold, left,
 
 def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_threads: int = 1,
            candidates: list | None = None, refit: bool = True, refine_C: bool = True,
-           info: Messages | None = None) -> Selection:
+           info: Messages | None = None, plan_refit: bool | None = None) -> Selection:
     """Choose a method and its parameters by successive halving (module doc).
 
     ``y``, ``x``: training labels and rows (anything ``train`` accepts).  Returns a
-    :class:`Selection`; ``info`` (default silent) gets one line per trial."""
+    :class:`Selection`; ``info`` (default silent) gets one line per trial.
+    ``plan_refit`` (default: ``refit``): the budget holds a refit of the winner on all
+    rows after the search -- with ``refit=False``, one the caller runs
+    (:class:`lcoding.sklearn.AutoLocalClassifier` refits through the estimator's own
+    path, and its ``budget_s`` bounds the whole ``fit``)."""
     t_start = time.perf_counter()
+    plan = refit if plan_refit is None else bool(plan_refit)
     info = info if info is not None else Messages(quiet=True)
     rows = as_rows(x, "x")
     y = as_labels(y, "y")
@@ -575,7 +581,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         # the map's landmark work, once per fold).  The rest is linear in the rows:
         # GROWTH on top predicted 36.5 s for MNIST's LL-SVM refit from its 3.6 s trial
         # on 6666 rows, 2.1x the 17.4 s it takes
-        if not refit or n_c <= 0:
+        if not plan or n_c <= 0:
             return 0.0
         k = max(2, min(nr_fold, n_c))
         shared = min(max(shared, 0.0), seconds)
@@ -631,12 +637,12 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
                 notes.append(f"stopped before rung {r} ({len(survivors)} candidates on {n_r} "
                              f"rows): predicted {predicted:.1f} s"
                              + (f" and a refit of up to {max(refits.values()):.1f} s"
-                                if refit else "") + f", {budget_s - elapsed:.1f} s left")
+                                if plan else "") + f", {budget_s - elapsed:.1f} s left")
                 break
             notes.append(f"rung {r} ran the best {len(fitting)} of its {len(survivors)} "
                          f"candidates that fit (budget: predicted {predicted:.1f} s"
                          + (f" and a refit of up to {max(refits.values()):.1f} s"
-                            if refit else "") + f", {budget_s - elapsed:.1f} s left)")
+                            if plan else "") + f", {budget_s - elapsed:.1f} s left)")
             passed_over = [c for c in survivors if c not in fitting]
             survivors = fitting
         ids = np.sort(order[:n_r])
@@ -809,7 +815,7 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
         ranked = [t for t in earlier if t[1] not in failed]
     winner = ranked[0] if ranked else None
 
-    if winner is not None and refit:
+    if winner is not None and plan:
         # the best-ranked candidate whose refit fits in what is left of the budget
         # (ijcnn1 at a 9 s budget: the kernel map leads the first rung, but its refit
         # on all 49 990 rows takes 9 s, the LL-SVM's 0.8 s); none: the quickest refit

@@ -231,7 +231,7 @@ def test_the_first_rung_has_rows_for_every_class():
 
 
 def _select_with_fake_cv(monkeypatch, n, cands, error_percent, budget_s, seconds=None,
-                         refit_seconds=None, clock=None, passes=None):
+                         refit_seconds=None, clock=None, passes=None, plan_refit=None):
     """select() over ``cands`` on ``n`` random rows with a fake cross-validation: a
     trial's CV error is ``error_percent(C, rows)`` per cent; with ``seconds(C, rows)``,
     a fake clock advances by that much per trial (with ``passes``, in that many equal
@@ -269,7 +269,7 @@ def _select_with_fake_cv(monkeypatch, n, cands, error_percent, budget_s, seconds
         monkeypatch.setattr(sel, "train_model", lambda y, rows, params: clock.__setitem__(
             0, clock[0] + refit_seconds(params.C)))
     return sel.select(y, X, budget_s=budget_s, seed=1, candidates=cands,
-                      refit=refit_seconds is not None, refine_C=False)
+                      refit=refit_seconds is not None, refine_C=False, plan_refit=plan_refit)
 
 
 def _select_on_a_fake_clock(monkeypatch, budget_s, dear=None):
@@ -385,6 +385,26 @@ def test_the_budget_holds_the_refit(monkeypatch):
         refit_seconds=lambda C: refit.get(C, 6.75), clock=clock)
     assert result.best_options == "-s 2 -B 1 -c 3" and "does not fit" not in result.note
     assert clock[0] <= 300
+
+
+def test_a_refit_the_caller_runs_is_held_by_the_budget_too(monkeypatch):
+    """``plan_refit=True`` with ``refit=False`` (AutoLocalClassifier, which refits
+    through the estimator's own path): the search leaves room for the refit as with
+    ``refit=True`` -- the winner and note of test_the_budget_holds_the_refit -- and
+    trains no model.  Without the plan the search alone holds the budget: C = 3 wins,
+    and a caller's refit of it would end far past the budget."""
+    cands = [f"-s 2 -B 1 -c {c}" for c in range(1, 10)]
+
+    def run(plan):
+        return _select_with_fake_cv(
+            monkeypatch, 900, cands, lambda C, rows: 5 * abs(C - 3.0), 70,
+            seconds=lambda C, rows: rows / 100 * (10 if C == 3.0 else 1), clock=[0.0],
+            plan_refit=plan)
+    planned = run(True)
+    assert planned.best_options == "-s 2 -B 1 -c 2"
+    assert "the refit of -s 2 -B 1 -c 3 (predicted 56.2 s) does not fit" in planned.note
+    assert planned.model is None and planned.refit_seconds is None
+    assert run(None).best_options == "-s 2 -B 1 -c 3"
 
 
 def test_a_trial_that_would_overrun_the_budget_is_stopped(monkeypatch):

@@ -596,7 +596,7 @@ def test_auto_local_classifier_fits_the_winner(tmp_path):
     est = AutoLocalClassifier(budget_s=10).fit(X, labels[y])
     np.testing.assert_array_equal(est.classes_, labels)
     assert est.n_features_in_ == X.shape[1]
-    direct = select(y.astype(float), X, budget_s=10, seed=1, refit=False)
+    direct = select(y.astype(float), X, budget_s=10, seed=1, refit=False, plan_refit=True)
     assert est.best_options_ == direct.best_options
     assert est.cv_error_ == direct.cv_error
     assert [(t.rung, t.options, t.n_rows, t.cv_error) for t in est.selection_.trials] == \
@@ -634,6 +634,26 @@ def test_auto_local_classifier_same_seed_same_model():
     assert [(t.options, t.cv_error) for t in g.selection_.trials] == \
         [(t.options, t.cv_error) for t in c.selection_.trials]
     assert g.to_options() == c.best_options_ + " -S 1 -m 2 -q"
+
+
+def test_auto_local_classifier_budget_holds_its_refit(monkeypatch):
+    """budget_s bounds the whole fit: the search gets what the input checks left of
+    it and plans room for the refit that fit() runs after it (select's plan_refit;
+    test_select checks what the plan does).  Before, the search was given all of
+    budget_s and the refit came on top (letter at 8 s: 8.6 s)."""
+    import lcoding.sklearn as lsk
+    seen = {}
+    real = lsk.select
+
+    def spy(*args, **kwargs):
+        seen.update(kwargs)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(lsk, "select", spy)
+    X, y = blobs(n=150)
+    est = AutoLocalClassifier(budget_s=10).fit(X, y)
+    assert seen["plan_refit"] is True and seen["refit"] is False
+    assert 0 < seen["budget_s"] < 10
+    assert not hasattr(est, "_fit_started")
 
 
 def test_auto_local_classifier_budget_too_small():
