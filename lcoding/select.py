@@ -94,7 +94,8 @@ from lcoding.core.rows import Rows, as_labels, as_rows
 from lcoding.core.seeds import PURPOSE_SELECT, rng_state
 from lcoding.core.threads import DeadlinePassed, blas_for_training, deadline, map_threads
 from lcoding.local.anchors import dense_rows
-from lcoding.methods.defaults import (KMEANS_ITER, flats_default_options, flats_suit,
+from lcoding.methods.defaults import (KMEANS_ITER, flats_default_options, flats_dimension,
+                                      flats_suit, spanned_dimension,
                                       llsvm_default_options)
 from lcoding.methods.local_search import (coding_scale, cross_validation_at_Cs,
                                           find_kernel_map_parameters, find_local_parameters,
@@ -234,7 +235,8 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
         # it was the best of the estimators at their defaults (1.33 % and 4.58 % test
         # error); the PCA's 50 x d directions bound d
         out.append(KQ_CANDIDATE)
-    if flats_suit(int(np.unique(y).size), d) and d <= KQ_MAX_FEATURES:
+    if d <= KQ_MAX_FEATURES and flats_suit(int(np.unique(y).size),
+                                           spanned_dimension(rows, flats_dimension(d)[0])):
         # many classes: affine k q-flats, KQMetricsClassifier(solver='flats')'s options
         # (a recipe, FLATS_RECIPE: the flats per class follow the rung's rows) -- 5
         # restarts of nearest-flat rules (their mean distance decides), trained in 0.5 s

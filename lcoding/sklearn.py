@@ -49,6 +49,7 @@ from lcoding.core.rows import as_rows
 from lcoding.methods.defaults import (BETA_SCALE_FACTOR, FLATS_RESTARTS, KQ_PCA,
                                       anchor_distance_scale, auto_anchors as _auto_anchors,
                                       flats_clusters, flats_q, flats_suit, kmeans_schedule,
+                                      spanned_dimension,
                                       kmeans_steps, newton_suits, scale_C)
 from lcoding.io.model_files import model_to_text
 from lcoding.select import select
@@ -1157,7 +1158,9 @@ class KQMetricsClassifier(_LcodingClassifier):
     (``solver_`` says which).
 
     ``q='auto'`` is 20 capped at the input dimension (with a ``UserWarning``) for
-    the metrics, a quarter of the dimension (after the PCA) for the flats;
+    the metrics, a quarter of the dimension for the flats: the PCA's, or fewer where
+    the rows span fewer (``lcoding.methods.defaults.spanned_dimension``; rows spanning
+    one dimension get the metrics from ``solver='auto'``);
     ``sphere='auto'`` projects onto the sphere for the metrics only, ``affine='auto'``
     makes the flats affine, ``n_clusters='auto'`` is 8 metrics or about 3 q class rows
     a flat (at most 32), ``n_restarts='auto'`` one set of metrics or 5 sets of flats,
@@ -1180,7 +1183,8 @@ class KQMetricsClassifier(_LcodingClassifier):
         Param("n_clusters", "-k", "metrics per class ('auto': metrics 8; flats about 3 q "
                                   "rows of a class each, at most 32)"),
         Param("q", "-Q", "'auto': metrics 20, capped at the input dimension (UserWarning); "
-                         "flats a quarter of the dimension"),
+                         "flats a quarter of the dimension the rows span (after the "
+                         "PCA)"),
         Param("pca_components", "-l", "'auto': 50 capped at the features (a centring "
                                       "PCA); None: no PCA"),
         Param("sphere", "-Z", "project onto the unit sphere ('auto': metrics yes, flats no)"),
@@ -1240,11 +1244,22 @@ class KQMetricsClassifier(_LcodingClassifier):
             p = 0
         else:
             p = int(_check_number("pca_components", self.pca_components, low=1, integer=True))
+        spanned = None
+
+        def flats_dim(what):
+            # the dimension the flats live in: the PCA's (or the features'), at most
+            # the dimension the rows span (lcoding.methods.defaults.spanned_dimension;
+            # a kernel map's features are not measured)
+            nonlocal spanned
+            if spanned is None:
+                dim = p or _data(rows, what) and d
+                spanned = dim if km else spanned_dimension(_data(rows, what), dim)
+            return spanned
         if auto_solver:
             # the flats' restarts where they suit (three classes or more, two dimensions
             # or more: lcoding.methods.defaults.flats_suit), else the metrics
             n_classes = int(np.unique(_data(y_train, "solver='auto'")).size)
-            flats = flats_suit(n_classes, p or _data(rows, "solver='auto'") and d)
+            flats = flats_suit(n_classes, flats_dim("solver='auto'"))
             st = 41 if flats else 40
             resolved["solver_"] = "flats" if flats else "metrics"
         offset = float(_check_number("offset", self.offset, low=0))
@@ -1252,11 +1267,11 @@ class KQMetricsClassifier(_LcodingClassifier):
             # flats: a quarter of the dimension the flats live in (3-fold CV on the
             # training splits, lcoding.methods.defaults); q >= that dimension makes
             # every flat the whole space
-            dim = p or _data(rows, "q='auto'") and d
+            dim = flats_dim("q='auto'")
             if dim < 2:
-                raise ValueError(f"KQMetricsClassifier(solver='flats'): q='auto' needs at least "
-                                 f"2 input dimensions, the rows have {dim}: a flat of "
-                                 f"dimension 1 or more is then the whole line")
+                raise ValueError(f"KQMetricsClassifier(solver='flats'): q='auto' needs rows "
+                                 f"spanning at least 2 dimensions, they span {dim}: a flat "
+                                 f"of dimension 1 or more is then their whole span")
             q = flats_q(dim)
             resolved["q_"] = q
         elif self.q == "auto":

@@ -653,6 +653,10 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
     assert est.n_clusters_ == flats_clusters(2400, 4, 1) == 32 and est.q_ == 1
     assert not [o for o in sel.candidate_options(np.where(y > 1, 1.0, -1.0), _rows(X), seed=1)
                 if o.startswith(sel.FLATS_RECIPE)]
+    # rows of six features spanning one dimension: no flats (each would hold every row)
+    line = sp.csr_matrix(np.c_[rng.normal(size=2400), np.ones((2400, 5))])
+    assert not [o for o in sel.candidate_options(y, _rows(line), seed=1)
+                if o.startswith(sel.FLATS_RECIPE)]
     result = sel.select(y, X, budget_s=120, seed=3, refine_C=False, refit=False,
                         candidates=None)
     tried = [t for t in result.trials if t.options.startswith(sel.FLATS_RECIPE)]

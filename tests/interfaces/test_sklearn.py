@@ -491,8 +491,39 @@ def test_flats_defaults_resolve_from_the_solver():
     with pytest.raises(ValueError, match="affine"):
         KQMetricsClassifier(solver="metrics", affine=True).fit(X, y)
     # one input dimension: every flat would be the whole line
-    with pytest.raises(ValueError, match="at least 2 input dimensions, the rows have 1"):
+    with pytest.raises(ValueError, match="spanning at least 2 dimensions, they span 1"):
         KQMetricsClassifier(solver="flats").fit(X[:, :1], y)
+
+
+def test_kq_flats_defaults_read_the_dimension_the_rows_span():
+    """Rows of six features that span one dimension (one varying feature, five
+    constant ones, one of them far from 0): flats of dimension 1 would hold every row
+    of every class at distance 0, the labels left to rounding (KQMetricsClassifier()
+    trained to 2.5 % accuracy here); so solver='auto' takes the metrics, and
+    solver='flats' says why it cannot.  Rows spanning three of six dimensions: flats of
+    q = 3 // 4 -> 1, not 6 // 4."""
+    from lcoding.core.rows import as_rows
+    from lcoding.methods.defaults import spanned_dimension
+    rng = np.random.default_rng(0)
+    X = np.ones((80, 6))
+    X[:, 3] = 1e6
+    X[:, 0] = rng.normal(size=80)
+    y = (X[:, 0] > 0).astype(int) + (X[:, 0] > 1)
+    assert spanned_dimension(as_rows(X), 6) == 1
+    est = KQMetricsClassifier().fit(X, y)
+    assert est.solver_ == "metrics" and est.score(X, y) > 0.6
+    with pytest.raises(ValueError, match="spanning at least 2 dimensions, they span 1"):
+        KQMetricsClassifier(solver="flats").fit(X, y)
+    yz = np.arange(90) % 3
+    latent = rng.normal(size=(90, 3)) + 3.0 * np.eye(3)[yz]     # the classes apart
+    Z = latent @ rng.normal(size=(3, 6)) + 5.0
+    assert spanned_dimension(as_rows(Z), 6) == 3 and spanned_dimension(as_rows(Z), 2) == 2
+    flats = KQMetricsClassifier().fit(Z, yz)
+    assert flats.solver_ == "flats" and flats.q_ == 1 and " -l 6 " in flats.to_options()
+    # full rank: the cap; more features than are measured: the cap unread
+    assert spanned_dimension(as_rows(rng.normal(size=(40, 8))), 5) == 5
+    wide = sp.random(30, 5000, density=0.001, format="csr", random_state=0)
+    assert spanned_dimension(as_rows(wide), 50) == 50
 
 
 def test_kq_solver_auto_is_the_flats_for_three_classes_or_more():
