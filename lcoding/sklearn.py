@@ -49,9 +49,10 @@ from lcoding.core.rows import as_rows
 from lcoding.methods.defaults import (BETA_SCALE_FACTOR, FLATS_RESTARTS, KQ_PCA,
                                       anchor_distance_scale, auto_anchors as _auto_anchors,
                                       flats_clusters, flats_q, flats_suit, kmeans_schedule,
-                                      spanned_dimension,
+                                      plane_rank, spanned_dimension,
                                       kmeans_steps, newton_suits, scale_C)
 from lcoding.io.model_files import model_to_text
+from lcoding.methods.occ import RANK_TOL as OCC_RANK_TOL
 from lcoding.select import select
 from lcoding.training import METHOD_BY_NAME, load_model_file, model_from_text, train_model
 
@@ -933,8 +934,10 @@ class AnchorPlanesSVC(_LcodingClassifier):
     is locally linear on it (LIB-LLSVM with ``solver='dual_cd'``, PEG-LLSVM with
     ``'sgd'``) or linear on the codes.
 
-    ``n_planes='auto'`` is 40 planes capped at the rank bound ``min(n, d)`` of the
-    data (a ``UserWarning`` when capped); ``C='scale'`` as in
+    ``n_planes='auto'`` is 40 planes capped at the rows' rank (at most ``min(n, d)``;
+    C-OCC: the smallest of a class's rows; measured on a sample of them,
+    ``lcoding.methods.defaults.plane_rank``) with a ``UserWarning`` when capped;
+    ``C='scale'`` as in
     :class:`LocallyLinearSVC`.  The parameter -> option letter table is
     ``_OPTION_TABLE`` (``docs/sklearn.md``).
     """
@@ -947,7 +950,8 @@ class AnchorPlanesSVC(_LcodingClassifier):
                               "'primal_newton' 2 (linear classifiers only)"),
         _LOSS_DUAL_CD,
         Param("planes", "-L", "'global' 4 (G-OCC), 'per_class' 5 (C-OCC)"),
-        Param("n_planes", "-A", "'auto': 40, capped at min(n, d) (UserWarning)"),
+        Param("n_planes", "-A", "'auto': 40, capped at the rows' rank (at most min(n, d); "
+                                "UserWarning)"),
         Param("classifier", "-u", "'local' 1 (LIB-/PEG-LLSVM), 'linear' 0 (on the codes), "
                                   "'linear_all' 2 (per_class only), 'local_plane_bias' 3"),
         _KERNEL_MAP,
@@ -1000,12 +1004,22 @@ class AnchorPlanesSVC(_LcodingClassifier):
             d = r.n_features * (1 if not km else (1 if km == 3 else 2 * order + 1))
             cap = r.n_rows
             if code == 5:      # C-OCC: the planes of each class's rows
-                counts = np.bincount(np.unique(y_train, return_inverse=True)[1])
+                classes = np.unique(y_train, return_inverse=True)[1]
+                counts = np.bincount(classes)
                 cap = int(counts.min())
             M = min(self.AUTO_PLANES, d, cap)
+            if not km and M > 0:
+                # the rows' rank, not only its bound min(n, d): constant or collinear
+                # features left fewer non-zero singular values than planes, and the
+                # basis refused them (a ValueError for a default); a kernel map's
+                # features are not measured
+                parts = ([r.take(np.flatnonzero(classes == c)) for c in range(counts.size)]
+                         if code == 5 else [r])
+                M = max(1, min(plane_rank(part, M, OCC_RANK_TOL) for part in parts))
             if M < self.AUTO_PLANES:
                 warnings.warn(f"AnchorPlanesSVC: n_planes='auto' capped at {M} (the data "
-                              f"allow at most min(rows, features) = {M} planes)", UserWarning)
+                              f"allow at most {M} planes: the rows' rank, at most "
+                              f"min(rows, features))", UserWarning)
             resolved["n_planes_"] = M
         else:
             M = int(_check_number("n_planes", self.n_planes, low=1, integer=True))

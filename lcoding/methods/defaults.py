@@ -92,19 +92,44 @@ def flats_q(dim: int) -> int:
     return max(1, dim // FLATS_Q_DIVISOR)
 
 
-def spanned_dimension(rows: Rows, cap: int) -> int:
-    """``min(cap, r)``, ``r`` the numerical rank (NumPy's ``matrix_rank``) of the
-    centred rows: the dimension of the affine span they fill, measured on at most
-    :data:`RANK_SAMPLE_ROWS` evenly spaced rows (and about :data:`RANK_SAMPLE_VALUES`
-    values); ``cap`` itself for more than :data:`RANK_MAX_FEATURES` features."""
+def _rank_sample(rows: Rows, cap: int):
+    """At most :data:`RANK_SAMPLE_ROWS` evenly spaced rows (about
+    :data:`RANK_SAMPLE_VALUES` values, at least ``cap + 1`` rows), dense; None where
+    the rank is not measured (no rows, ``cap <= 0``, more than
+    :data:`RANK_MAX_FEATURES` features)."""
     n, d = rows.n_rows, rows.n_features
     if cap <= 0 or n == 0 or d > RANK_MAX_FEATURES:
-        return max(0, cap) if n else 0
+        return None
     m = min(n, RANK_SAMPLE_ROWS, max(cap + 1, RANK_SAMPLE_VALUES // max(1, d)))
     ids = np.unique(np.linspace(0, n - 1, m).round().astype(np.int64))
-    sample = rows.take(ids).to_csr().toarray()
+    return rows.take(ids).to_csr().toarray()
+
+
+def spanned_dimension(rows: Rows, cap: int) -> int:
+    """``min(cap, r)``, ``r`` the numerical rank (NumPy's ``matrix_rank``) of the
+    centred rows: the dimension of the affine span they fill, measured on a sample of
+    them (:func:`_rank_sample`); ``cap`` itself where it is not measured (0 for no
+    rows)."""
+    sample = _rank_sample(rows, cap)
+    if sample is None:
+        return max(0, cap) if rows.n_rows else 0
     sample -= sample.mean(axis=0)
     return min(cap, int(np.linalg.matrix_rank(sample)))
+
+
+def plane_rank(rows: Rows, cap: int, tol: float) -> int:
+    """``min(cap, r)``, ``r`` the singular values of the (uncentred) rows above
+    ``tol`` times the largest, on a sample of them (:func:`_rank_sample`; a sample's
+    rank is at most the rows'): the anchor planes a basis of these rows can have
+    (``AnchorPlanesSVC(n_planes='auto')``; ``tol``: the OCC basis's own test).  0 for
+    rows that are all zero; ``cap`` where it is not measured."""
+    sample = _rank_sample(rows, cap)
+    if sample is None:
+        return max(0, cap) if rows.n_rows else 0
+    s = np.linalg.svd(sample, compute_uv=False)
+    if not s.size or not s[0] > 0:
+        return 0
+    return min(cap, int(np.count_nonzero(s > tol * s[0])))
 
 
 def flats_dimension(n_features: int) -> tuple:

@@ -463,6 +463,25 @@ def test_capped_defaults_warn():
         KQMetricsClassifier(solver="metrics").fit(X, y)
 
 
+def test_anchor_planes_auto_is_capped_at_the_rows_rank():
+    """n_planes='auto' is capped at the rows' rank, not only at min(n, d): ten
+    features, three of them the same constant and one the sum of two others, have 7
+    non-zero singular values; the default used to ask for 10 planes and the basis
+    refused them (a ValueError).  C-OCC: the smallest rank of a class's rows."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 10))
+    X[:, 7:] = 1.0
+    X[:, 6] = X[:, 0] + X[:, 1]
+    y = (X[:, 0] + X[:, 2] > 0).astype(int) + (X[:, 3] > 0.5)
+    for planes in ("global", "per_class"):
+        with pytest.warns(UserWarning, match="capped at 7 .*the rows' rank"):
+            est = AnchorPlanesSVC(planes=planes).fit(X, y)
+        assert est.n_planes_ == 7 and " -A 7 " in est.to_options() and est.score(X, y) > 0.9
+    # an explicit number is the user's: the basis says why it cannot have it
+    with pytest.raises(ValueError, match="fewer than 10 non-zero singular values"):
+        AnchorPlanesSVC(n_planes=10).fit(X, y)
+
+
 def test_flats_defaults_resolve_from_the_solver():
     """solver='flats' at its defaults: affine flats of a quarter of the dimension in
     the raw geometry, about 3 q rows each (600 rows, 3 classes, q 3: 200 // 9 = 22,
