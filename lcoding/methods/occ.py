@@ -96,9 +96,12 @@ def occ_basis(rows: Rows, n_planes: int, seed: int = 1, power_iter: int = POWER_
     _, s, Wt = np.linalg.svd(B, full_matrices=False)
     V = (Q @ Wt.T).T[:M]                            # (M, d)
     s = s[:M]
-    if not s[0] > 0 or s[-1] <= RANK_TOL * s[0]:
+    if not s[0] > 0:
+        raise ValueError(f"-A {M}: the rows the basis is learned on are all zero: they "
+                         f"have no plane (no non-zero singular value)")
+    if s[-1] <= RANK_TOL * s[0]:
         raise ValueError(f"-A {M}: the data has fewer than {M} non-zero singular values "
-                         f"(s_M / s_1 = {s[-1] / s[0] if s[0] > 0 else 0:.3g}); use fewer planes")
+                         f"(s_M / s_1 = {s[-1] / s[0]:.3g}); use fewer planes")
     flip = np.sign(V[np.arange(M), np.argmax(np.abs(V), axis=1)])
     V *= flip[:, None]
     return np.ascontiguousarray(V), np.ascontiguousarray(s)

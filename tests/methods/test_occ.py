@@ -45,8 +45,11 @@ def test_codes_match_reference_and_unit_l1(rng):
 
 def test_rank_error_names_option(rng):
     X = sp.csr_matrix(np.outer(np.arange(1, 9), np.ones(5)))   # rank 1
-    with pytest.raises(ValueError, match="-A 3"):
+    with pytest.raises(ValueError, match="-A 3: the data has fewer than 3 non-zero"):
         occ_basis(as_rows(X), 3)
+    # all-zero rows have no plane at all: "use fewer planes" would not help
+    with pytest.raises(ValueError, match="-A 1: the rows the basis is learned on are all zero"):
+        occ_basis(as_rows(sp.csr_matrix((8, 5))), 1)
 
 
 @pytest.mark.parametrize("loss,u", [("3", 1), ("1", 1), ("3", 3)])
