@@ -25,7 +25,7 @@ from lcoding.io.model_files import ModelFileError, save_model_file
 from lcoding.io.reader import read_libsvm
 from lcoding.linear.param_search import find_parameters as find_linear_parameters
 from lcoding.training import (best_parameters_line, cross_validation, find_parameters,
-                              load_model_file, train_model)
+                              load_model_file, train_model, with_data_scaled_width)
 
 _FLAGS_WITHOUT_VALUE = {opt.flag for opt in TRAIN_OPTIONS if opt.kind is None}
 
@@ -105,6 +105,8 @@ def _train(argv):
         else:
             print("Best C = %g Best p = %g  CV MSE = %g" % (best_C, best_p, best_score))
         return 0
+    # -L 2, 3 without -u: the width from the rows, as the estimators' 'scale'
+    params = with_data_scaled_width(params, rows)
     if params.flag_cross_validation:
         target = cross_validation(y, rows, params, params.nr_fold, info)
         acc, mse, scc = evaluations(y, target)

@@ -79,7 +79,7 @@ from lcoding.linear.solvers import BINARY_SOLVERS, METHOD_BINARY_SOLVERS
 from lcoding.local.coding import kernel_map_of
 from lcoding.local.model import LocalModel
 from lcoding.methods import llsvm, occ
-from lcoding.training import select_method
+from lcoding.training import select_method, with_data_scaled_width
 
 __all__ = ["train", "predict", "decision_function", "read_libsvm", "is_dask_collection"]
 
@@ -857,6 +857,10 @@ def train(y, X, options: str | TrainParams = "", client=None, *, sample_size: in
         specs = _sample_specs(sizes, class_counts, want, per_class, seed,
                               class_min=MIN_CLASS_SAMPLE if per_class else 0)
         s_rows, s_ci = _gather_sample(client, parts, specs, timeout)
+        # -L 2, 3 without -u: the width from the sampled rows (mapped by -K already),
+        # as train's from all rows
+        params = with_data_scaled_width(params, s_rows, mapped=True)
+        mp = LLSVMParams.from_train_params(params)
         t = time.perf_counter()
         # -m: the driver's threads for k-means (the same anchors for any count)
         anchors = llsvm.learn_local_anchors(s_rows, s_ci, mp, seed,

@@ -29,7 +29,7 @@ from lcoding.core.options import (CODING_AUTO, REGRESSION_SOLVERS, check_paramet
 from lcoding.io.model_files import save_model_file
 from lcoding.linear.param_search import find_parameters as find_linear_parameters
 from lcoding.training import (best_parameters_line, cross_validation, find_parameters,
-                              load_model_file, train_model)
+                              load_model_file, train_model, with_data_scaled_width)
 
 __all__ = ["load_model", "save_model", "train", "predict"] + _liblinear.__all__ + _commonutil.__all__
 
@@ -102,6 +102,8 @@ def train(arg1, arg2=None, arg3=None):
         else:
             print("Best C = %g Best p = %g  CV MSE = %g\n" % (best_C, best_p, best_score))
         return best_C, best_p, best_score
+    # -L 2, 3 without -u: the width from the rows, as the estimators' 'scale'
+    param = with_data_scaled_width(param, prob.rows)
     if param.flag_cross_validation:
         target = cross_validation(prob.y, prob.rows, param, param.nr_fold, info)
         acc, mse, scc = evaluations(prob.y, target)

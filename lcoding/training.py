@@ -37,11 +37,13 @@ from lcoding.core.rows import Rows
 from lcoding.core.seeds import PURPOSE_CV, rng_state
 from lcoding.core.threads import blas_for_training, run_interruptible
 from lcoding.io import model_files
+from lcoding.local.coding import kernel_map_of
 from lcoding.local.model import FILE_TAGS as LOCAL_FILE_TAGS
 from lcoding.local.model import LocalModel
 from lcoding.linear import param_search
 from lcoding.methods import (grid_search, invariant, kq, linear, llc_jo, llsvm, local_search,
                              occ)
+from lcoding.methods.defaults import scale_beta
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,31 @@ def ignored_options(method: Method, params: TrainParams) -> list:
     accepts an option its solver does not use, but worth a word)."""
     used = _COMMON | _LIBLINEAR | set(method.options)
     return [flag for flag in dict.fromkeys(params.given) if flag not in used]
+
+
+def with_data_scaled_width(params: TrainParams, rows: Rows, mapped: bool = False) -> TrainParams:
+    """``params`` with the Gaussian coding's beta (``-L 2``) or the k* coding's mu
+    (``-L 3``) taken from the rows when ``-u`` was left out: ``beta='scale'`` of the
+    estimators, ``2 / median`` over sampled rows of the mean squared distance to their
+    ``-k`` nearest anchors (:func:`lcoding.methods.defaults.scale_beta`, anchors of a
+    few seeded Lloyd steps on a subsample, ``-S``'s seed; measured after the ``-K``
+    map).  Both multiply squared distances, so a fixed default means something else on
+    every data set: ``-u 1`` on pixels in [0, 255] puts all the weight on the nearest
+    anchor, on [0, 0.01] spreads it evenly.  The width is then an option like any
+    other (the model file records it; the interfaces train and cross-validate with
+    it).  Other codings, ``-C`` (which searches ``-u`` around its own data-scaled
+    centre) and a given ``-u``: ``params`` itself.  ``mapped``: ``rows`` went through
+    the ``-K`` map already (lcoding.dask's sample)."""
+    if ("-u" in params.given or params.coding not in (2, 3) or params.flag_find_parameters
+            or rows.n_rows == 0):
+        return params
+    kernel_map = None if mapped else kernel_map_of(params)
+    if kernel_map is not None:
+        rows = kernel_map(rows)
+    beta = scale_beta(rows, int(params.n_anchors), int(params.n_neighbors), int(params.seed))
+    out = params.replaced(coding_param=float(beta))
+    out.given = list(params.given) + ["-u"]
+    return out
 
 
 def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: int,

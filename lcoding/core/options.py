@@ -354,7 +354,9 @@ TRAIN_OPTIONS = (
            "inverse Euclidean distance), -L 2 beta, -L 3 mu, -L 6 ridge of the LLC solve in "
            "units of 1e-4 trace(C); -L 4, 5: 1 locally linear on gamma (x) x (LIB-/PEG-LLSVM), "
            "0 linear SVM on the codes, 2 (-L 5) linear SVM on all classes' codes, 3 (-s 1, 3) "
-           "as 1 with a bias per plane too",
+           "as 1 with a bias per plane too.  Left out with -L 2, 3 (not with -C): from the "
+           "rows, 2 / the median mean squared distance of sampled rows to their -k nearest "
+           "anchors (the estimators' beta='scale'; the model file records the value)",
            origin="lcoding", metavar="value", group="local", domain=_FINITE),
     Option("-a", "anchor_init", int, "0",
            "anchor initialisation: 0 k-means (k-means++ seeding), 1 random training samples, "

@@ -5,8 +5,11 @@ They are what the scikit-learn estimators use for ``n_anchors='auto'``,
 ``beta='scale'`` / ``mu='scale'`` and ``C='scale'`` (:mod:`lcoding.sklearn`), and one
 of the candidates the automatic selector (:mod:`lcoding.select`) always tries.  The
 constants were chosen by cross-validation on training data only
-(``benchmarks/results/notes/defaults.md``); they are not option-table defaults (an
-option string that leaves ``-A``, ``-u`` or ``-c`` out keeps LIBLINEAR's meaning).
+(``benchmarks/results/notes/defaults.md``).  Option strings keep their fixed defaults
+for ``-A`` and ``-c`` (LIBLINEAR's ``C = 1``); one that leaves ``-u`` out with the
+Gaussian or k* coding (``-L 2, 3``) takes the width :func:`scale_beta` gives
+(:func:`lcoding.training.with_data_scaled_width`): those widths multiply squared
+distances, so no fixed value means the same on two data sets.
 """
 from __future__ import annotations
 

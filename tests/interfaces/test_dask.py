@@ -241,6 +241,20 @@ def test_llsvm_L2_matches_one_process(client, shared_data):
              LocalModel, local_passes=3)
 
 
+def test_a_left_out_width_comes_from_the_sampled_rows(client, shared_data):
+    """-L 2 without -u: the Gaussian width from the rows the driver samples (mapped
+    by -K already, not twice), as one-process training takes it from all rows:
+    beta='scale', near the one-process value, not -u's default 1."""
+    from lcoding.liblinearutil import train
+    y, X, ty, tX = shared_data("banana")
+    y, X = y[:2000], X[:2000]
+    Xd, yd = _dask(X, y, 2)
+    for options in ("-s 1 -L 2 -A 20 -k 4 -c 1 -B 1", "-s 1 -L 2 -A 20 -k 4 -K 3 -c 1 -B 1"):
+        local = train(y, X, options + " -q")._core.coding.param
+        model = ldask.train(yd, Xd, options + " -q", client=client, timeout=WAIT)
+        assert model.coding.param != 1.0 and 0.5 < model.coding.param / local < 2.0
+
+
 def test_occ_L5_matches_one_process(client, shared_data):
     y, X, ty, tX = shared_data("ijcnn1")
     data = (y[:5000], X[:5000], ty[:10000], tX[:10000])

@@ -306,3 +306,35 @@ def test_cli_reports_divergence_as_an_error(tmp_path, capsys):
     assert capsys.readouterr().err.startswith("ERROR: k q-metrics diverged")
     assert train_main(opts.split() + ["-v", "3", data_file]) == 1
     assert capsys.readouterr().err.startswith("ERROR: k q-metrics diverged")
+
+
+# ------------------------------------------------------------------ -u left out
+def test_a_left_out_width_comes_from_the_rows(tmp_path, capsys):
+    """-L 2 (Gaussian beta) and -L 3 (k* mu) without -u: the width is the estimators'
+    beta='scale' of the rows (lcoding.methods.defaults.scale_beta), the same through
+    train and the CLI, and it moves with the scale of the data (rows x 10: width /
+    100); the option string with that -u trains the same model file; a given -u is
+    kept, and the other codings keep -u's default 1."""
+    from lcoding.methods.defaults import scale_beta
+    y, X = _blobs(n=200, k=3, seed=4)
+    rows = as_rows(X)
+    m = train(y, X, "-s 1 -L 2 -A 12 -k 3 -q")
+    beta = m._core.coding.param
+    assert beta == scale_beta(rows, 12, 3, 1) and beta != 1.0
+    wide = train(y, 10.0 * X, "-s 1 -L 2 -A 12 -k 3 -q")._core.coding.param
+    assert wide == pytest.approx(beta / 100.0, rel=1e-9)
+    assert train(y, X, "-s 31 -L 3 -A 12 -E 2 -q")._core.coding.param == \
+        scale_beta(rows, 12, 8, 1)
+    assert train(y, X, "-s 1 -L 2 -A 12 -k 3 -u 0.7 -q")._core.coding.param == 0.7
+    assert train(y, X, "-s 1 -L 1 -A 12 -k 3 -q")._core.coding.param == 1.0
+    # the resolved width is an option like any other: the same model file
+    save_model(str(tmp_path / "left_out.model"), m)
+    save_model(str(tmp_path / "given.model"), train(y, X, f"-s 1 -L 2 -A 12 -k 3 -u {beta!r} -q"))
+    assert (tmp_path / "left_out.model").read_bytes() == (tmp_path / "given.model").read_bytes()
+    # the CLI resolves it the same way
+    data_file = str(tmp_path / "data.txt")
+    _write_libsvm(data_file, y, X)
+    cli_model = str(tmp_path / "cli.model")
+    assert train_main(["-s", "1", "-L", "2", "-A", "12", "-k", "3", "-q", data_file,
+                       cli_model]) == 0, capsys.readouterr().err
+    assert open(cli_model, "rb").read() == (tmp_path / "left_out.model").read_bytes()
