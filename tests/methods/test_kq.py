@@ -1009,9 +1009,11 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
         opened.append(X.shape[0])
         return real(self, X)
     monkeypatch.setattr(kq_module.KQModel, "_mean_scores", spy)
+    # (W = 1: the option strings' default -W, scored the same way)
     for trial, (n_class, W, noise, scale) in enumerate([(3, 5, 0.3, 1.0), (4, 2, 0.6, 1e3),
                                                         (5, 6, 0.2, 1e-3), (2, 4, 0.4, 1.0),
-                                                        (3, 3, 0.3, 1e-13), (3, 3, 0.3, 1e17)]):
+                                                        (3, 3, 0.3, 1e-13), (3, 3, 0.3, 1e17),
+                                                        (4, 1, 0.5, 1.0), (3, 1, 0.3, 1e3)]):
         rng = np.random.default_rng(60 + trial)
         X, y, _ = subspace_data(rng, n_class, 2, 2, 8, 60)
         X = scale * (X + noise * rng.standard_normal(X.shape))
@@ -1111,10 +1113,12 @@ def test_branch_and_bound_labels_score_less_and_equal_the_full_rule(monkeypatch)
 
 @pytest.mark.slow
 def test_single_precision_labels_on_shared_sets(shared_data):
-    """KQMetricsClassifier()'s flats on letter and usps: the single-precision labels
-    are the double path's on every test row."""
+    """KQMetricsClassifier()'s flats on letter and usps, and one restart of them (the
+    option strings' default -W 1): the single-precision labels are the double path's
+    on every test row."""
     for name, opts in (("letter", "-s 41 -k 32 -Q 4 -l 16 -Z 0 -z 0.5 -y 1 -W 5 -S 0"),
-                       ("usps", "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5 -S 0")):
+                       ("usps", "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5 -S 0"),
+                       ("usps", "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 1 -S 0")):
         y, X, ty, tX = shared_data(name)
         model = train_model(y, as_rows(X), parse_train_options(opts + " -q"))
         rows = as_rows(tX).truncated(model.nr_feature)
