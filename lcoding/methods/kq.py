@@ -510,7 +510,8 @@ class KQModel(Model):
     # it did, and finds out on first use whether its flats are contractive
     restart_rule = "vote"
     _contractive_flats = None
-    _flats_of_class = None      # _class_flats' copy (code editing metrics in place resets both)
+    _flats_of_class = None      # _class_flats' copy (code editing metrics in place resets these)
+    _metrics_as_flats = None    # _single_flats' for the metrics: scaled rows, zero centres
 
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
                  k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote"):
@@ -542,6 +543,7 @@ class KQModel(Model):
         self.restart_rule = _checked_restart_rule(restart_rule)
         self._contractive_flats = None      # computed on first use (_contractive)
         self._flats_of_class = None         # ... and _class_flats'
+        self._metrics_as_flats = None       # ... and _single_flats' for the metrics
 
     @property
     def affine(self) -> bool:
@@ -622,7 +624,8 @@ class KQModel(Model):
             if self.restart_rule == "vote" and self.n_restarts > 1:
                 winners = self._vote_labels(X)
             elif bound:
-                # one restart too (-W 1, the option strings' default): its scores in
+                # one restart too (-W 1, the option strings' default), and the
+                # metrics of one restart as flats through the origin: its scores in
                 # single precision with their bound, the open rows in double (usps
                 # -s 41 -y 1 -W 1: 10.2 -> 4.6 us a row, the same labels)
                 winners = self._bound_labels(X)
@@ -645,11 +648,39 @@ class KQModel(Model):
         return self._contractive_flats
 
     def _single_precision_ok(self) -> bool:
-        """Whether the mean rule may score in single precision
-        (:func:`lcoding.methods._kq.flat_class_scores_f32`): affine flats whose
-        directions do not stretch (its error bound assumes ``||F_mt|| <= 1``), of two
-        classes or more."""
-        return self.affine and self.nr_class >= 2 and self._contractive()
+        """Whether the labels may be scored in single precision
+        (:func:`lcoding.methods._kq.flat_class_scores_f32`), two classes or more:
+        affine flats whose directions do not stretch (its error bound assumes
+        ``||F_mt|| <= 1``), and metrics of one restart, as flats through the origin
+        (:meth:`_single_flats`)."""
+        if self.nr_class < 2:
+            return False
+        if self.affine:
+            return self._contractive()
+        return self.n_restarts == 1 and self._single_flats(0) is not None
+
+    def _single_flats(self, restart: int):
+        """(rows (C k q, dim), centres (C k, dim)) the single-precision kernel scores
+        restart ``restart`` with.  Affine flats: their own.  Metrics (one restart): the
+        metric rows divided by ``s``, the power of two at or above their largest
+        singular value (exact, and contractive as the kernel's bound needs), with
+        centres at 0 -- a flat's score ``||F x||^2 / s^2 - ||x||^2`` ranks the
+        classes as the metrics' ``max_j ||F_ij x||^2`` does (the same shift and
+        positive factor for every class).  None for metrics whose rows are 0 or not
+        finite (the double path)."""
+        if self.affine:
+            return self.metrics[restart], self.centres[restart]
+        if self._metrics_as_flats is None:
+            F = self.metrics[0].reshape(-1, self.q, self.dim)
+            top = float(np.linalg.svd(F, compute_uv=False)[:, 0].max()) if F.size else 0.0
+            if not (np.isfinite(top) and top > 0):
+                self._metrics_as_flats = ()
+            else:
+                scale = 2.0 ** math.ceil(math.log2(top)) if top > 1.0 else 1.0
+                self._metrics_as_flats = (
+                    np.ascontiguousarray(self.metrics[0] / scale),
+                    np.zeros((self.nr_class * self.k, self.dim)))
+        return self._metrics_as_flats or None
 
     def _mean_labels(self, X: np.ndarray):
         """Class indices of the argmax of the restarts' mean class scores
@@ -796,7 +827,7 @@ class KQModel(Model):
         """(n, nr_class) class scores of restart ``restart`` in single precision and
         (n,) the bound on their distance to the exact ones
         (:func:`lcoding.methods._kq.flat_class_scores_f32`), in chunks of rows."""
-        W, centres = self.metrics[restart], self.centres[restart]
+        W, centres = self._single_flats(restart)
         out = np.empty((X.shape[0], self.nr_class))
         bound = np.empty(X.shape[0])
         step = _row_chunk(W.shape[0] + centres.shape[0], X.shape[1])

@@ -1050,6 +1050,50 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
 
 
+def test_metrics_labels_in_single_precision_equal_the_double_path(monkeypatch):
+    """k q-metrics of one restart are scored in single precision as flats through
+    the origin (their rows divided by the power of two at or above their largest
+    singular value, KQModel._single_flats): the labels of the decision values exactly,
+    with and without the sphere, for metrics that stretch (after the margin passes)
+    and at scales 1e-3 to 1e3 (on the sphere); rows the bound leaves open -- repeated midpoints between
+    classes -- go to the double path.  Several restarts (a vote) keep their path."""
+    from lcoding.methods import kq as kq_module
+    opened = []
+    real = kq_module.KQModel._mean_scores
+
+    def spy(self, X):
+        opened.append(X.shape[0])
+        return real(self, X)
+    monkeypatch.setattr(kq_module.KQModel, "_mean_scores", spy)
+    stretch = []
+    # (without the sphere the margin passes' step wants rows near unit scale)
+    for trial, (n_class, sphere, scale) in enumerate([(3, 1, 1.0), (4, 1, 1e3), (5, 1, 1e-3),
+                                                      (2, 0, 1.0), (4, 0, 0.5)]):
+        rng = np.random.default_rng(90 + trial)
+        X, y, _ = subspace_data(rng, n_class, 2, 2, 8, 60)
+        X = scale * (X + 0.3 * rng.standard_normal(X.shape))
+        model = train(y, X, f"-s 40 -k 2 -Q 2 -E 5 -Z {sphere} -S {trial}")
+        assert not model.affine and model._single_precision_ok()
+        W, centres = model._single_flats(0)
+        top = np.linalg.svd(W.reshape(-1, 2, model.dim), compute_uv=False)[:, 0].max()
+        assert top <= 1.0 and not centres.any()
+        stretch.append(np.linalg.svd(model.metrics[0].reshape(-1, 2, model.dim),
+                                     compute_uv=False)[:, 0].max())
+        a, b = np.flatnonzero(y == y[0])[:20], np.flatnonzero(y != y[0])[:20]
+        rows = as_rows(np.vstack([X, (X[a] + X[b]) / 2]))
+        expected = model.labels_from_values(model.decision_values(rows))
+        opened.clear()
+        np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
+        assert len(opened) <= 1 and sum(opened) < rows.n_rows // 4, (trial, opened)
+    assert max(stretch) > 1.0, stretch          # the scaling was needed somewhere
+    voting = train(y, X, "-s 40 -k 2 -Q 2 -E 3 -W 3 -S 0")
+    assert not voting._single_precision_ok()
+    zero = train(y, X, "-s 40 -k 2 -Q 2 -E 3 -S 0")
+    zero.metrics[:] = 0.0
+    zero._metrics_as_flats = None
+    assert not zero._single_precision_ok()      # nothing to scale: the double path
+
+
 def test_branch_and_bound_labels_score_less_and_equal_the_full_rule(monkeypatch):
     """The single-precision path's branch and bound over classes and restarts
     (KQModel._bound_labels): the labels of the decision values exactly (3-10 classes,
@@ -1113,12 +1157,14 @@ def test_branch_and_bound_labels_score_less_and_equal_the_full_rule(monkeypatch)
 
 @pytest.mark.slow
 def test_single_precision_labels_on_shared_sets(shared_data):
-    """KQMetricsClassifier()'s flats on letter and usps, and one restart of them (the
-    option strings' default -W 1): the single-precision labels are the double path's
-    on every test row."""
+    """KQMetricsClassifier()'s flats on letter and usps, one restart of them (the
+    option strings' default -W 1), and the selector's k q-metrics candidate: the
+    single-precision labels are the double path's on every test row."""
     for name, opts in (("letter", "-s 41 -k 32 -Q 4 -l 16 -Z 0 -z 0.5 -y 1 -W 5 -S 0"),
+                       ("usps", "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 1 -S 0"),
                        ("usps", "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 5 -S 0"),
-                       ("usps", "-s 41 -k 20 -Q 12 -l 50 -Z 0 -z 0.5 -y 1 -W 1 -S 0")):
+                       ("usps", "-s 40 -k 8 -Q 20 -l 50 -Z 1 -z 0.5 -W 1 -U 1.05 -V 0.95 "
+                                "-D 0.1 -S 0")):
         y, X, ty, tX = shared_data(name)
         model = train_model(y, as_rows(X), parse_train_options(opts + " -q"))
         rows = as_rows(tX).truncated(model.nr_feature)
