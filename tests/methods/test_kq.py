@@ -995,13 +995,9 @@ def test_single_precision_class_scores_are_within_their_bound(path):
         _kq.flat_class_scores_f32(X, W, centres, q, k, np.empty((600, C + 1)), bound)
 
 
-def test_single_precision_labels_equal_the_double_path(monkeypatch):
-    """The affine flats' mean of restarts scored in single precision: the labels of
-    the decision values exactly, on several data sets, scales and restarts; rows the
-    bound leaves open -- here rows placed exactly between two classes -- are scored
-    again in double precision; flats that stretch (a hand-made file) keep the double
-    path."""
-    from lcoding.methods import kq as kq_module
+def _rows_left_open(monkeypatch) -> list:
+    """The row counts the single-precision labels hand to the double path
+    (KQModel._mean_scores), one entry a call, recorded from now on."""
     opened = []
     real = kq_module.KQModel._mean_scores
 
@@ -1009,6 +1005,16 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
         opened.append(X.shape[0])
         return real(self, X)
     monkeypatch.setattr(kq_module.KQModel, "_mean_scores", spy)
+    return opened
+
+
+def test_single_precision_labels_equal_the_double_path(monkeypatch):
+    """The affine flats' mean of restarts scored in single precision: the labels of
+    the decision values exactly, on several data sets, scales and restarts; rows the
+    bound leaves open -- here rows placed exactly between two classes -- are scored
+    again in double precision; flats that stretch (a hand-made file) keep the double
+    path."""
+    opened = _rows_left_open(monkeypatch)
     # (W = 1: the option strings' default -W, scored the same way)
     for trial, (n_class, W, noise, scale) in enumerate([(3, 5, 0.3, 1.0), (4, 2, 0.6, 1e3),
                                                         (5, 6, 0.2, 1e-3), (2, 4, 0.4, 1.0),
@@ -1055,16 +1061,9 @@ def test_metrics_labels_in_single_precision_equal_the_double_path(monkeypatch):
     the origin (their rows divided by the power of two at or above their largest
     singular value, KQModel._single_flats): the labels of the decision values exactly,
     with and without the sphere, for metrics that stretch (after the margin passes)
-    and at scales 1e-3 to 1e3 (on the sphere); rows the bound leaves open -- repeated midpoints between
-    classes -- go to the double path.  Several restarts (a vote) keep their path."""
-    from lcoding.methods import kq as kq_module
-    opened = []
-    real = kq_module.KQModel._mean_scores
-
-    def spy(self, X):
-        opened.append(X.shape[0])
-        return real(self, X)
-    monkeypatch.setattr(kq_module.KQModel, "_mean_scores", spy)
+    and at scales 1e-3 to 1e3 (on the sphere); rows the bound leaves open -- repeated
+    midpoints between classes -- go to the double path.  Several restarts (a vote) keep their path."""
+    opened = _rows_left_open(monkeypatch)
     stretch = []
     # (without the sphere the margin passes' step wants rows near unit scale)
     for trial, (n_class, sphere, scale) in enumerate([(3, 1, 1.0), (4, 1, 1e3), (5, 1, 1e-3),
