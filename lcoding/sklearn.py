@@ -87,7 +87,8 @@ _KERNEL_MAP_ORDER = Param("kernel_map_order", "-O", "order of the homogeneous ke
 _KERNEL_MAP = Param("kernel_map", "-K", "None 0, 'intersection' 1, 'chi2' 2, 'hellinger' 3")
 _N_JOBS = Param("n_jobs", "-m", "threads (None: 1, -1: all cores)")
 _MAX_ITER_SGD = Param("max_iter", "-E", "epochs of the SGD solvers (None: 10; unused by the others)")
-_C_SCALE = Param("C", "-c", "'scale': 100 / (summed feature variances + intercept_scaling^2)")
+_C_SCALE = Param("C", "-c", "'scale': 100 / (d x the median variance of the varying features "
+                            "+ intercept_scaling^2)")
 _C_PLAIN = Param("C", "-c", "regularisation")
 _N_ANCHORS_AUTO = Param("n_anchors", "-A", "'auto': sqrt(n), >= 4 per class and 16, <= 200")
 _MU_KSTAR = Param("mu", "-u", "coding='kstar' only; 'scale' as beta")
@@ -669,9 +670,10 @@ class LocallyLinearSVC(_LcodingClassifier):
     Parameters (option letter)
     --------------------------
     C : float or 'scale' (-c)
-        Regularisation; 'scale' = 100 / (the summed feature variances of the training
-        rows + intercept_scaling^2): rescaling or shifting the features leaves the
-        model's fit unchanged, as ``gamma='scale'`` does for ``SVC``.
+        Regularisation; 'scale' = 100 / (d times the median variance of the training
+        rows' varying features + intercept_scaling^2): rescaling or shifting the
+        features leaves the model's fit unchanged, as ``gamma='scale'`` does for
+        ``SVC``, and one feature of a much wider range does not set C for all.
     n_anchors : int or 'auto' (-A)
         'auto': ``sqrt(n)``, at least 4 per class and 16, at most 200.
     n_neighbors : int (-k)

@@ -463,6 +463,32 @@ def test_capped_defaults_warn():
         KQMetricsClassifier(solver="metrics").fit(X, y)
 
 
+def test_C_scale_reads_the_features_one_by_one():
+    """C='scale' = 100 / (d x the median variance of the varying features + B^2):
+    unchanged by shifting the features, divided by s^2 when they are multiplied by s,
+    blind to constant features, and not set by one feature of a much wider range --
+    the sum of the variances was (scikit-learn's wine, raw: C = 0.001 and 25.87 %
+    5-fold CV error for LocallyLinearSVC(); now C = 10.5, under 5 %)."""
+    from sklearn.datasets import load_wine
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from lcoding.core.rows import as_rows
+    from lcoding.methods.defaults import scale_C
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 12))
+    C = scale_C(as_rows(X), 0.0)
+    assert C == pytest.approx(100.0 / (12 * np.median(X.var(axis=0))), rel=1e-9)
+    assert scale_C(as_rows(X + 7.0), 0.0) == pytest.approx(C, rel=1e-6)
+    assert scale_C(as_rows(3.0 * X), 0.0) == pytest.approx(C / 9.0, rel=1e-9)
+    assert scale_C(as_rows(X), 1.0) == pytest.approx(100.0 / (100.0 / C + 1.0), rel=1e-9)
+    wide = np.c_[X, 1000.0 * rng.normal(size=300), np.full(300, 1e6)]
+    assert 100.0 / (14 * 1.5) < scale_C(as_rows(wide), 0.0) < 100.0 / (14 * 0.5)
+    Xw, yw = load_wine(return_X_y=True)
+    est = LocallyLinearSVC().fit(Xw, yw)
+    assert float(est.to_options().split(" -c ")[1].split()[0]) > 1.0
+    cv = StratifiedKFold(5, shuffle=True, random_state=0)
+    assert cross_val_score(LocallyLinearSVC(), Xw, yw, cv=cv).mean() > 0.95
+
+
 def test_anchor_planes_auto_is_capped_at_the_rows_rank():
     """n_planes='auto' is capped at the rows' rank, not only at min(n, d): ten
     features, three of them the same constant and one the sum of two others, have 7
