@@ -15,9 +15,10 @@ from lcoding.core.threads import (STOP_FLAG, DeadlinePassed, TrainingInterrupted
 from lcoding.linear import _dual_cd
 
 
-def busy(seconds_limit=5.0, outcomes=None):
+def busy(seconds_limit=5.0, outcomes=None, stop=TrainingInterrupted):
     """A work item that runs until stopped (or the limit): a pass loop's shape.
-    ``outcomes`` gets "stopped" or "finished" for every item that started."""
+    ``outcomes`` gets "stopped" or "finished" for every item that started; ``stop``:
+    the exception check_stop() raises that counts as stopped."""
     outcomes = [] if outcomes is None else outcomes
 
     def work(_):
@@ -25,7 +26,7 @@ def busy(seconds_limit=5.0, outcomes=None):
         while time.perf_counter() - start < seconds_limit:
             try:
                 check_stop()
-            except TrainingInterrupted:
+            except stop:
                 outcomes.append("stopped")
                 raise
             time.sleep(0.005)
@@ -310,19 +311,7 @@ def test_a_deadline_reaches_the_worker_threads(n_threads):
     """Work items in map_threads' workers (they copy the caller's context) stop at the
     caller's deadline; threads started outside it do not see it."""
     outcomes = []
-
-    def work(_):
-        start = time.perf_counter()
-        while time.perf_counter() - start < 5.0:
-            try:
-                check_stop()
-            except DeadlinePassed:
-                outcomes.append("stopped")
-                raise
-            time.sleep(0.005)
-        outcomes.append("finished")
-        return "finished"
-
+    work = busy(5.0, outcomes, stop=DeadlinePassed)
     with deadline(time.perf_counter() + 0.2), pytest.raises(DeadlinePassed):
         map_threads(work, range(2), n_threads)
     # every item that started was stopped, none ran to its end
