@@ -207,10 +207,9 @@ def with_data_scaled_width(params: TrainParams, rows: Rows, mapped: bool = False
     if ("-u" in params.given or params.coding not in (2, 3) or params.flag_find_parameters
             or rows.n_rows == 0):
         return params
-    kernel_map = None if mapped else kernel_map_of(params)
-    if kernel_map is not None:
-        rows = kernel_map(rows)
-    beta = scale_beta(rows, int(params.n_anchors), int(params.n_neighbors), int(params.seed))
+    # the -K map on the sampled rows only (the method maps all of them once, itself)
+    beta = scale_beta(rows, int(params.n_anchors), int(params.n_neighbors), int(params.seed),
+                      row_map=None if mapped else kernel_map_of(params))
     out = params.replaced(coding_param=float(beta))
     out.given = list(params.given) + ["-u"]
     return out

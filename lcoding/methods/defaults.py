@@ -247,9 +247,9 @@ def scale_C(rows: Rows, bias: float) -> float:
     return C_SCALE_FACTOR / max(spread + bias * bias, 1e-12)
 
 
-def _dense_sample(rows: Rows, ids) -> np.ndarray:
+def _dense_sample(rows: Rows, ids, row_map=None) -> np.ndarray:
     sub = rows.take(np.asarray(ids, dtype=np.int64))
-    return sub.to_csr().toarray()
+    return (sub if row_map is None else row_map(sub)).to_csr().toarray()
 
 
 def _sample_ids(n, size, rng) -> np.ndarray:
@@ -263,16 +263,21 @@ def _sq_dists(A, B):
     return np.maximum(d, 0.0)
 
 
-def anchor_distance_scale(rows: Rows, n_anchors: int, k: int, seed: int) -> float:
+def anchor_distance_scale(rows: Rows, n_anchors: int, k: int, seed: int,
+                          row_map=None) -> float:
     """Median over a sample of training rows of the mean squared distance to their
     ``k`` nearest anchors, the anchors from a few Lloyd steps of k-means on a
-    subsample (the scale of ``beta='scale'``, ``mu='scale'``)."""
-    n, d = rows.n_rows, rows.n_features
+    subsample (the scale of ``beta='scale'``, ``mu='scale'``).  ``row_map``: a map of
+    each row on its own (the ``-K`` kernel map), applied to the sampled rows only --
+    the same numbers as mapping every row first."""
+    n = rows.n_rows
+    d = rows.n_features if row_map is None or n == 0 else \
+        row_map(rows.take(np.zeros(1, dtype=np.int64))).n_features
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, 77])
     budget = max(1000, int(2e7 // max(d, 1)))          # at most ~160 MB dense
     m = min(n_anchors, n)
     fit_ids = _sample_ids(n, min(n, max(10 * m, 2000), budget), rng)
-    X = _dense_sample(rows, fit_ids)
+    X = _dense_sample(rows, fit_ids, row_map)
     centres = X[rng.choice(X.shape[0], m, replace=False)].copy()
     for _ in range(5):
         lab = np.argmin(_sq_dists(X, centres), axis=1)
@@ -289,9 +294,9 @@ def anchor_distance_scale(rows: Rows, n_anchors: int, k: int, seed: int) -> floa
     return scale if scale > 0 else 1.0
 
 
-def scale_beta(rows: Rows, n_anchors: int, k: int, seed: int) -> float:
+def scale_beta(rows: Rows, n_anchors: int, k: int, seed: int, row_map=None) -> float:
     """``beta='scale'``: 2 / :func:`anchor_distance_scale`."""
-    return BETA_SCALE_FACTOR / anchor_distance_scale(rows, n_anchors, k, seed)
+    return BETA_SCALE_FACTOR / anchor_distance_scale(rows, n_anchors, k, seed, row_map)
 
 
 def newton_suits(rows: Rows, n_anchors: int, intercept: bool) -> bool:
