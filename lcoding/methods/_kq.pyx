@@ -30,9 +30,15 @@ from libc.stdlib cimport malloc, free
 from libc.stdint cimport int64_t
 from libc.math cimport INFINITY, NAN, sqrt
 from scipy.linalg.cython_blas cimport dgemm, dgemv, dger, dsyrk, sgemm
-from scipy.linalg.cython_lapack cimport dsyev, dsyevr, dlamch
+from scipy.linalg.cython_lapack cimport dsyevr, dlamch
 
 from lcoding.core._stop cimport stop_pointer, stop_requested
+
+cdef extern from "_small_eigh.h" nogil:
+    # the top q eigenpairs of a small symmetric matrix (Householder, QL, inverse iteration)
+    int lcoding_top_eigh(int n, int q, double* A, double* vals, double* vecs, double* work,
+                         int* iwork)
+    long lcoding_top_eigh_work(long n)
 
 cdef extern from "_flats32.h" nogil:
     # the single-precision scores: the fused AVX2 pass, or the passes after sgemm
@@ -579,17 +585,19 @@ def kq_pass(const double[:, ::1] X,          # IN (n, d) rows, unit norm in the 
 # Lloyd steps: every row to its nearest flat (first on ties), every non-empty cluster
 # whose members changed refitted (an empty one keeps its flat), until the assignment
 # repeats or n_steps steps.  A best-fit flat: the cluster's mean and the eigenvectors
-# of the q largest eigenvalues of its centred scatter (LAPACK dsyev, all pairs, up to
-# ALL_PAIRS_MAX_DIM dimensions; dsyevr, only those q, above), each scaled so its
-# largest-magnitude entry is positive.  kq.k_flats is the slow NumPy reference.
+# of the q largest eigenvalues of its centred scatter (lcoding_top_eigh of
+# _small_eigh.h up to SMALL_EIGH_MAX_DIM dimensions, LAPACK dsyevr above), each scaled
+# so its largest-magnitude entry is positive.  kq.k_flats is the slow NumPy reference.
 #
 # Why a kernel: letter's default (26 classes x 32 flats a restart) solves ~2 500
 # 17 x 17 eigenproblems a restart; in NumPy, with the stacked problems and the small
 # array calls around them, a restart of 10 Lloyd steps took 0.21 s, here 0.12 s
-# (about half of it in LAPACK); at the 3 steps kq.init_flats runs, ~0.09 s.
+# (about half of it in LAPACK's dsyev); at the 3 steps kq.init_flats runs, ~0.09 s.
+# The in-house eigensolver then took letter's default training (5 restarts) from
+# 0.70 to 0.45 s on this machine (33 -> 13 us a 17 x 17 scatter).
 
 cdef enum:
-    ALL_PAIRS_MAX_DIM = 64
+    SMALL_EIGH_MAX_DIM = 64
 
 ctypedef double* double_ptr
 ctypedef int64_t* int64_ptr
@@ -635,7 +643,7 @@ cdef void _smallest_first(const double* key, int64_t* idx, Py_ssize_t n,
 cdef struct EigWork:
     double* w           # (d) eigenvalues
     double* z           # (d*d) eigenvectors, column-major
-    int all_pairs       # 1: every pair (dsyev, implicit QL/QR), 0: only the top q (dsyevr)
+    int small           # 1: lcoding_top_eigh (d <= SMALL_EIGH_MAX_DIM), 0: dsyevr
     int* isuppz         # (2*d)
     double* work
     int* iwork
@@ -646,12 +654,12 @@ cdef struct EigWork:
 cdef int _fit_flat(double* G, Py_ssize_t count, Py_ssize_t d, Py_ssize_t q, double* S,
                    EigWork* ew, double* mean, double* F) noexcept nogil:
     # best-fit flat of the count rows G (count, d) (centred in place): mean (d) and
-    # F (q, d), the top-q principal directions, largest first; the LAPACK info
-    cdef Py_ssize_t r, u, t, col, top
+    # F (q, d), the top-q principal directions, largest first; 0, or the eigensolver's
+    # failure code (lcoding_top_eigh's, or LAPACK dsyevr's info)
+    cdef Py_ssize_t r, u, t, col
     cdef int n_ = <int>d, k_ = <int>count, il = <int>(d - q + 1), iu = <int>d, found = 0
     cdef int info = 0
-    cdef double one = 1.0, zero = 0.0, vl = 0.0, vu = 0.0, abstol, inv, big, v
-    cdef double* vecs
+    cdef double one = 1.0, zero = 0.0, vl = 0.0, vu = 0.0, abstol, inv
     for u in range(d):
         mean[u] = 0.0
     for r in range(count):
@@ -665,30 +673,76 @@ cdef int _fit_flat(double* G, Py_ssize_t count, Py_ssize_t d, Py_ssize_t q, doub
             G[r * d + u] -= mean[u]
     # S = G^T G: column-major G^T is (d x count) with leading dimension d
     dsyrk(b"U", b"N", &n_, &k_, &one, G, &n_, &zero, S, &n_)
+    if ew.small:
+        # small scatters: the q wanted pairs by lcoding_top_eigh (see _small_eigh.h),
+        # rows of F directly; the scatter is full (dsyrk filled the upper triangle of
+        # the column-major S, the lower of the row-major one the solver reads)
+        for u in range(d):
+            for r in range(u):
+                S[r * d + u] = S[u * d + r]
+        info = lcoding_top_eigh(n_, <int>q, S, ew.w, F, ew.work, ew.iwork)
+        if info != 0:
+            return info
+        for t in range(q):
+            _positive_largest(&F[t * d], d)
+        return 0
     abstol = 2.0 * dlamch(b"S")
-    if ew.all_pairs:
-        dsyev(b"V", b"U", &n_, S, &n_, ew.w, ew.work, &ew.lwork, &info)
-        vecs = S
-        found = n_
-    else:
-        dsyevr(b"V", b"I", b"U", &n_, S, &n_, &vl, &vu, &il, &iu, &abstol, &found, ew.w,
-               ew.z, &n_, ew.isuppz, ew.work, &ew.lwork, ew.iwork, &ew.liwork, &info)
-        vecs = ew.z
+    dsyevr(b"V", b"I", b"U", &n_, S, &n_, &vl, &vu, &il, &iu, &abstol, &found, ew.w,
+           ew.z, &n_, ew.isuppz, ew.work, &ew.lwork, ew.iwork, &ew.liwork, &info)
     if info != 0:
         return info
     for t in range(q):                     # ascending columns: the largest is the last
         col = found - 1 - t
-        top = 0
-        big = -1.0
         for u in range(d):
-            v = vecs[col * d + u]
-            if (v if v >= 0 else -v) > big:
-                big = v if v >= 0 else -v
-                top = u
-        inv = -1.0 if vecs[col * d + top] < 0 else 1.0
-        for u in range(d):
-            F[t * d + u] = inv * vecs[col * d + u]
+            F[t * d + u] = ew.z[col * d + u]
+        _positive_largest(&F[t * d], d)
     return 0
+
+
+def top_eigenpairs(const double[:, ::1] symmetric,  # IN (d, d) symmetric, both triangles
+                   double[::1] values,               # OUT (q) the q largest eigenvalues
+                   double[:, ::1] vectors):          # OUT (q, d) their orthonormal eigenvectors
+    """The best-fit flats' eigensolver (lcoding_top_eigh, _small_eigh.h) on one
+    matrix, largest first, signs as it leaves them: 0, 1 when inverse iteration
+    broke down, 2 for a non-finite entry.  (The flats call it in the kernel; this is
+    its door for the tests.)"""
+    cdef int d = <int>symmetric.shape[0], q = <int>values.shape[0], info
+    if symmetric.shape[1] != d or d < 1 or d > SMALL_EIGH_MAX_DIM:
+        raise ValueError(f"symmetric must be square, 1 to {SMALL_EIGH_MAX_DIM} rows; "
+                         f"got ({symmetric.shape[0]}, {symmetric.shape[1]})")
+    if q < 1 or q > d or vectors.shape[0] != q or vectors.shape[1] != d:
+        raise ValueError(f"values ({q}) and vectors ({vectors.shape[0]}, {vectors.shape[1]}) "
+                         f"must hold 1 <= q <= {d} pairs")
+    cdef Py_ssize_t i, j
+    cdef double* A = <double*>malloc((d * d + lcoding_top_eigh_work(d)) * sizeof(double))
+    cdef int* iwork = <int*>malloc(d * sizeof(int))
+    if A == NULL or iwork == NULL:
+        free(A)
+        free(iwork)
+        raise MemoryError("top_eigenpairs: no memory for the work arrays")
+    for i in range(d):
+        for j in range(d):
+            A[i * d + j] = symmetric[i, j]
+    with nogil:
+        info = lcoding_top_eigh(d, q, A, &values[0], &vectors[0, 0], A + d * d, iwork)
+    free(A)
+    free(iwork)
+    return info
+
+
+cdef inline void _positive_largest(double* v, Py_ssize_t d) noexcept nogil:
+    # the sign convention of every basis row: its largest-magnitude entry (the first
+    # on ties) positive
+    cdef Py_ssize_t u, top = 0
+    cdef double big = -1.0, a
+    for u in range(d):
+        a = v[u] if v[u] >= 0 else -v[u]
+        if a > big:
+            big = a
+            top = u
+    if v[top] < 0:
+        for u in range(d):
+            v[u] = -v[u]
 
 
 cdef void _rows_dot(const double* XT, Py_ssize_t n_c, Py_ssize_t d, const double* v,
@@ -846,9 +900,9 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
         n_max = max(n_max, starts[c + 1] - starts[c])
     if C == 0:
         return 0
-    # small scatters: all pairs by dsyev (QL/QR), faster there than dsyevr's bisection
-    # for the top q; workspaces above both routines' optima ((block + 6) d, 10 d)
-    ew.all_pairs = d <= ALL_PAIRS_MAX_DIM
+    # small scatters: lcoding_top_eigh (12 d doubles, d ints of work); larger ones
+    # dsyevr, workspaces above its optima ((block + 6) d, 10 d)
+    ew.small = d <= SMALL_EIGH_MAX_DIM
     ew.lwork = <int>(70 * d)
     ew.liwork = <int>(10 * d)
     n_dbl = (d * d + d + d * q + ew.lwork + 3 * n_max + 2 * n_max * d
@@ -973,7 +1027,7 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
                 if status:
                     break
         if status == 2:
-            raise RuntimeError(f"k q-flats: LAPACK dsyevr failed ({info}) on a "
+            raise RuntimeError(f"k q-flats: the eigensolver failed ({info}) on a "
                                f"{d} x {d} scatter")
         return status
     finally:

@@ -1198,3 +1198,65 @@ def test_vote_labels_equal_the_full_rule_on_random_scores(monkeypatch, affine):
         X = np.arange(n, dtype=float)[:, None]
         expected = np.argmax(model._values_of(X), axis=1)
         np.testing.assert_array_equal(model._vote_labels(X), expected, err_msg=str(trial))
+
+
+def _top_pairs(S, q):
+    values, vectors = np.empty(q), np.empty((q, S.shape[0]))
+    assert _kq.top_eigenpairs(np.ascontiguousarray(S), values, vectors) == 0
+    return values, vectors
+
+
+@pytest.mark.parametrize("d, q, rows", [(1, 1, 3), (2, 2, 5), (3, 2, 4), (17, 4, 20),
+                                        (17, 4, 3), (50, 12, 80), (50, 12, 5), (64, 64, 70)])
+def test_small_eigensolver_matches_numpy(d, q, rows):
+    """The flats' eigensolver (_small_eigh.h: Householder, bisection, inverse
+    iteration) against NumPy's eigh on scatters of `rows` points: the same q largest
+    values, orthonormal vectors with residuals at rounding, and the same vectors
+    (up to sign) where an eigenvalue stands apart from its neighbours.  `rows` < q:
+    rank-deficient scatters, whose tied zero eigenvalues any orthonormal basis of
+    their space satisfies."""
+    rng = np.random.default_rng(d * 100 + q + rows)
+    for _ in range(20):
+        G = rng.standard_normal((rows, d)) * rng.uniform(0.1, 3.0, d)
+        S = G.T @ G
+        values, vectors = _top_pairs(S, q)
+        ref_values, ref_vectors = np.linalg.eigh(S)
+        ref_values, ref_vectors = ref_values[::-1], ref_vectors[:, ::-1].T
+        scale = abs(ref_values).max()
+        np.testing.assert_allclose(values, ref_values[:q], rtol=0, atol=1e-13 * scale)
+        np.testing.assert_allclose(vectors @ vectors.T, np.eye(q), atol=1e-13)
+        np.testing.assert_allclose(S @ vectors.T - vectors.T * values, 0, atol=1e-13 * scale)
+        gaps = np.abs(np.diff(ref_values))
+        for t in range(q):
+            gap = min(gaps[t - 1] if t > 0 else np.inf, gaps[t] if t < d - 1 else np.inf)
+            if gap > 1e-3 * scale:
+                assert abs(abs(vectors[t] @ ref_vectors[t]) - 1) < 1e-10
+
+
+def test_small_eigensolver_degenerate_and_extreme_matrices():
+    """Ties, the zero matrix (dsyev's unit vectors: the last coordinates first),
+    entries near the ends of the double range (the solver scales by a power of
+    two), and a non-finite entry (code 2, nothing computed)."""
+    values, vectors = _top_pairs(np.zeros((5, 5)), 2)
+    np.testing.assert_array_equal(values, 0)
+    np.testing.assert_array_equal(vectors, np.eye(5)[[4, 3]])
+    for S, q in [(np.eye(6), 3), (np.diag([5.0, 5.0, 3.0, 1.0]), 3),
+                 (np.diag([2.0, 7.0, 7.0, 7.0, 1.0]), 4)]:
+        values, vectors = _top_pairs(S, q)
+        np.testing.assert_allclose(values, np.sort(np.diag(S))[::-1][:q], atol=1e-14)
+        np.testing.assert_allclose(vectors @ vectors.T, np.eye(q), atol=1e-14)
+        np.testing.assert_allclose(S @ vectors.T - vectors.T * values, 0, atol=1e-13)
+    rng = np.random.default_rng(9)
+    for magnitude in (1e200, 1e-150):
+        G = rng.standard_normal((20, 17)) * np.sqrt(magnitude)
+        S = G.T @ G
+        values, vectors = _top_pairs(S, 4)
+        np.testing.assert_allclose(values, np.linalg.eigvalsh(S)[::-1][:4], rtol=1e-13)
+        np.testing.assert_allclose(vectors @ vectors.T, np.eye(4), atol=1e-13)
+    S = np.eye(3)
+    S[1, 2] = S[2, 1] = np.nan
+    assert _kq.top_eigenpairs(S, np.empty(1), np.empty((1, 3))) == 2
+    with pytest.raises(ValueError, match="square"):
+        _kq.top_eigenpairs(np.eye(65), np.empty(1), np.empty((1, 65)))
+    with pytest.raises(ValueError, match="pairs"):
+        _kq.top_eigenpairs(np.eye(3), np.empty(4), np.empty((4, 3)))
