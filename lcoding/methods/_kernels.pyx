@@ -19,7 +19,7 @@
 # RBF rows of at most 4 features skip dgemm: ||x - v||^2 summed feature by feature.
 # The RBF kernel's exponentials come from _exp.h (vectorised, within 1 ulp of libm's
 # exp, the same bits on every x86-64 CPU).
-from libc.math cimport tanh
+from libc.math cimport NAN, tanh
 from libc.stdint cimport int64_t
 from libc.stdlib cimport free, malloc
 from scipy.linalg.cython_blas cimport dgemm, dgemv
@@ -33,6 +33,14 @@ cdef extern from "_exp.h" nogil:
     # -gamma ||x - v_j||^2 of one row against feature-major points, one pass
     int lcoding_rbf_exponents(const double* x, Py_ssize_t d, const double* VT, Py_ssize_t m,
                               double neg_gamma, double* out, int path)
+
+cdef extern from "_rbf32.h" nogil:
+    # a two-class RBF expansion's sums for one row, the exponentials in float (see the
+    # header), 32 points a pass with AVX2 and FMA
+    int lcoding_rbf_sums_mixed(const double* x, double x_sq, Py_ssize_t d, const double* VT,
+                               const double* v_sq, Py_ssize_t m, double neg_gamma,
+                               const double* a, const float* absa, double* f, double* A,
+                               double* Ae, int path)
 
 
 cpdef enum KernelType:
@@ -331,3 +339,61 @@ def exp_array(double[::1] v not None, int path=0):
     with nogil:
         path = lcoding_exp_array(&v[0] if v.shape[0] else NULL, v.shape[0], path)
     return path
+
+
+def rbf_sums_mixed(
+        const double[::1] X_data not None, const int[::1] X_indices not None,
+        const int64_t[::1] X_indptr not None,   # IN  CSR rows (n x d, columns >= d ignored)
+        const double[:, ::1] VT not None,        # IN  (d x m) the points feature-major
+        const double[::1] v_sq not None,         # IN  (m,) their squared norms
+        const double[::1] a not None,            # IN  (m,) the expansion's weights
+        const float[::1] absa not None,          # IN  (m,) their magnitudes, float
+        double gamma,
+        double[::1] f not None,                  # OUT (n,) sum_j a_j k(x, v_j); NaN: not summed
+        double[::1] A not None,                  # OUT (n,) sum_j |a_j| k(x, v_j)
+        double[::1] Ae not None,                 # OUT (n,) sum_j |a_j| k(x, v_j) gamma ||x - v_j||^2
+        double[::1] x_sq not None,               # OUT (n,) ||x||^2
+        int path=0):
+    """A two-class RBF expansion's sums row by row (``_rbf32.h``: the exponentials in
+    float, everything else in double), for :meth:`KernelExpansionModel.predict_labels`'
+    error bound.  A row of ``||x||^2`` above 1e300 is not summed (``f`` NaN: its
+    products could overflow).  ``path`` 0: AVX2 where the CPU has it, 1: scalar.
+    Returns the path taken, or -1 when scratch memory is short."""
+    cdef Py_ssize_t n = X_indptr.shape[0] - 1, d = VT.shape[0], m = VT.shape[1]
+    cdef Py_ssize_t i, u
+    cdef int64_t p
+    cdef int col, taken = path + 1
+    cdef double v, sq
+    cdef double* xbuf
+    if path not in (0, 1):
+        raise ValueError(f"path must be 0 or 1, got {path}")
+    if d < 1 or m < 1 or v_sq.shape[0] != m or a.shape[0] != m or absa.shape[0] != m:
+        raise ValueError(f"rbf_sums_mixed: {d} x {m} points (at least 1 x 1), "
+                         f"{v_sq.shape[0]} norms, {a.shape[0]} and {absa.shape[0]} weights")
+    if f.shape[0] != n or A.shape[0] != n or Ae.shape[0] != n or x_sq.shape[0] != n:
+        raise ValueError(f"rbf_sums_mixed: {n} rows, outputs of {f.shape[0]}, {A.shape[0]}, "
+                         f"{Ae.shape[0]} and {x_sq.shape[0]}")
+    xbuf = <double*>malloc(d * sizeof(double))
+    if xbuf == NULL:
+        return -1
+    with nogil:
+        for i in range(n):
+            for u in range(d):
+                xbuf[u] = 0.0
+            sq = 0.0
+            for p in range(X_indptr[i], X_indptr[i + 1]):
+                col = X_indices[p]
+                if col < d:
+                    v = X_data[p]
+                    xbuf[col] = v
+                    sq += v * v
+            x_sq[i] = sq
+            if sq <= 1e300:
+                taken = lcoding_rbf_sums_mixed(xbuf, sq, d, &VT[0, 0], &v_sq[0], m, -gamma,
+                                               &a[0], &absa[0], &f[i], &A[i], &Ae[i], path)
+            else:
+                f[i] = NAN
+                A[i] = 0.0
+                Ae[i] = 0.0
+    free(xbuf)
+    return taken

@@ -508,3 +508,110 @@ def test_the_plain_map_makes_only_its_landmarks_dense(monkeypatch):
     want = real(rows_from_sparse(X), 300)[ids]
     keep = inv.map_landmarks(Kernel(2, gamma=0.5), want)[0]
     np.testing.assert_array_equal(model.points, keep)
+
+
+
+def _two_class_rbf_model(rng, n=600, d=6, options="-s 1 -t 2 -g 3 -X 120 -c 10 -B 1 -q"):
+    X = rng.uniform(-1.0, 1.0, (n, d))
+    y = np.where(np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] > 0.1, 1.0, -1.0)
+    return train_invariant(y, X, options), X
+
+
+def _mixed_sums(model, Xt, path=0):
+    from lcoding.methods import _kernels
+    csr = sp.csr_matrix(Xt)
+    VT, v_sq, a, absa = model._rbf32_plan()[:4]
+    n = Xt.shape[0]
+    f, A, Ae, x_sq = np.empty(n), np.empty(n), np.empty(n), np.empty(n)
+    taken = _kernels.rbf_sums_mixed(csr.data, csr.indices.astype(np.int32),
+                                    csr.indptr.astype(np.int64), VT, v_sq, a, absa,
+                                    model.kernel.gamma, f, A, Ae, x_sq, path)
+    return f, A, Ae, x_sq, taken
+
+
+@pytest.mark.parametrize("d, options", [(6, "-s 1 -t 2 -g 3 -X 120 -c 10 -B 1 -q"),
+                                        (3, "-s 1 -t 2 -g 8 -X 60 -c 100 -q"),
+                                        (12, "-s 2 -t 2 -g 0.5 -X 200 -c 1 -B 1 -q")])
+def test_single_precision_exponentials_give_the_double_labels(d, options):
+    """A two-class RBF expansion predicts from sums of float exponentials where a
+    row's sum is farther from 0 than its bound (_rbf32.h): the labels are the double
+    path's, row for row (rows near the boundary, far from every landmark -- their
+    kernel values underflow -- and of large norm); both paths of the sums (AVX2,
+    scalar) stay within the bound; and the bound leaves only rows near the boundary
+    open.  (d = 3: the direct exponents of few features, else dgemm's.)"""
+    rng = np.random.default_rng(11 + d)
+    model, X = _two_class_rbf_model(rng, d=d, options=options)
+    assert model._rbf32_plan() is not None
+    Xt = np.vstack([rng.uniform(-1.0, 1.0, (3000, d)), rng.uniform(-40.0, 40.0, (200, d)),
+                    rng.normal(0, 1e-3, (50, d))])
+    rows = rows_from_dense(Xt)
+    values = model.decision_values(rows)[:, 0]
+    np.testing.assert_array_equal(model.predict_labels(rows),
+                                  model.labels_from_values(values[:, None]))
+    offset = model.bias * float(model.w[model.n_points, 0]) if model.bias >= 0 else 0.0
+    for path in (0, 1):
+        f, A, Ae, x_sq, taken = _mixed_sums(model, Xt, path)
+        assert taken in ((1,) if path else (1, 2))
+        np.testing.assert_allclose(x_sq, (Xt ** 2).sum(1), rtol=1e-14)
+        bound = model._rbf32_bound(A, Ae, x_sq, abs(offset))
+        assert np.all(np.abs(f + offset - values) <= bound)
+        assert np.median(bound) < 1e-4 * np.median(np.abs(values))     # not vacuous
+    # open: rows near the boundary (and, without a bias, the far rows, whose value
+    # is exactly 0 and whose label LIBLINEAR's rule gives on the double value)
+    assert np.mean(np.abs(values[:3000]) <= bound[:3000]) < 0.02
+
+
+def test_single_precision_exponentials_apply_only_to_two_class_rbf():
+    """No float plan for more than two classes, other kernels, one-class models or
+    more than RBF32_MAX_FEATURES features; rows of squared norm past 1e300 take the
+    double path and get its labels."""
+    rng = np.random.default_rng(12)
+    model, X = _two_class_rbf_model(rng, n=200, d=3, options="-s 1 -t 2 -g 1 -X 30 -q")
+    far = rows_from_dense(np.array([[0.5, 0.5, 0.5], [1e200, 0.0, 0.0], [0.0, -1e39, 0.0]]))
+    np.testing.assert_array_equal(model.predict_labels(far),
+                                  model.labels_from_values(model.decision_values(far)))
+    y3 = rng.integers(0, 3, 200).astype(float)
+    assert train_invariant(y3, X, "-s 1 -t 2 -g 1 -X 30 -q")._rbf32_plan() is None
+    y2 = np.where(X[:, 0] > 0, 1.0, -1.0)
+    assert train_invariant(y2, X, "-s 1 -t 1 -d 2 -g 1 -X 30 -q")._rbf32_plan() is None
+    assert train_invariant(y2, X, "-s 21 -t 2 -g 1 -X 30 -n 0.3 -q")._rbf32_plan() is None
+    wide = rng.uniform(-1, 1, (100, 70))
+    assert train_invariant(np.where(wide[:, 0] > 0, 1.0, -1.0), wide,
+                           "-s 1 -t 2 -g 0.1 -X 20 -q")._rbf32_plan() is None
+
+
+def test_single_precision_exponential_within_its_assumed_error():
+    """_rbf32.h's exponential (AVX2: degree-7 polynomial; scalar: libm's expf) is
+    within the 8 float ulps (relative) the bound assumes, over the exponents it keeps
+    ([-87, 0]; below, 0): one point at the origin with weight 1, one feature, gamma
+    1, rows x whose exponent -x^2 is exact in float."""
+    rng = np.random.default_rng(13)
+    e = np.concatenate([-rng.uniform(0, 87.0, 20000), [0.0, -1e-30, -87.0, -87.0001, -90.0]])
+    e = e.astype(np.float32).astype(np.float64)
+    x = np.sqrt(-e)
+    # the exponents as the kernel computes them (||x||^2 - 2 x.v + ||v||^2, v = 0)
+    exponents = -(x * x)
+    model = KernelExpansionModel(1, 2, np.array([1.0, -1.0]), 1, -1.0, Kernel(2, gamma=1.0),
+                                 np.zeros((1, 1)), np.array([[1.0]]))
+    for path in (0, 1):
+        f, A, Ae, _, _ = _mixed_sums(model, x[:, None], path)
+        kept = exponents.astype(np.float32) >= -87.0
+        want = np.exp(exponents.astype(np.float32).astype(np.float64)[kept])
+        assert np.all(np.abs(f[kept] - want) <= 8 * 2.0 ** -24 * want)
+        np.testing.assert_array_equal(f[~kept], 0.0)
+        np.testing.assert_array_equal(f, A)
+        np.testing.assert_allclose(Ae, A * -exponents, rtol=1e-15)
+
+
+def test_single_precision_plan_is_not_pickled():
+    """The mixed-precision plan is a cache: a pickled model leaves it out and
+    predicts the same labels after loading."""
+    import pickle
+    rng = np.random.default_rng(14)
+    model, X = _two_class_rbf_model(rng, n=200, d=4, options="-s 1 -t 2 -g 2 -X 40 -q")
+    rows = rows_from_dense(X)
+    labels = model.predict_labels(rows)
+    assert model._rbf32 is not None
+    copy = pickle.loads(pickle.dumps(model))
+    assert copy._rbf32 is None
+    np.testing.assert_array_equal(copy.predict_labels(rows), labels)
