@@ -24,8 +24,9 @@
  * by its Taylor polynomial of degree 7 (|r| <= ln(2)/2: the first term left out is
  * r^8 / 8! < 6e-9, a tenth of float's unit roundoff u = 2^-24), times 2^k built in the
  * exponent bits.  Below -87 (exp(e) < 1.7e-38, float's smallest normal) the value is 0;
- * the bound counts those points' weights.  Relative error ~3 u (the tests hold it to
- * 8 u, which the bound assumes).  Without AVX2 and FMA: the same sums one point at a
+ * the bound counts those points' weights.  Relative error at most 1.3 u measured over
+ * 600 000 exponents (1.0 u for libm's expf); the tests hold both to 3 u, which the
+ * bound assumes.  Without AVX2 and FMA: the same sums one point at a
  * time with libm's expf (within 1 ulp).  The caller keeps ||x||^2 and ||v_j||^2 below
  * 1e300, so no product overflows and no value is NaN.
  */
