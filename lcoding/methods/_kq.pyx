@@ -32,6 +32,8 @@ from libc.math cimport INFINITY, NAN, sqrt
 from scipy.linalg.cython_blas cimport dgemm, dgemv, dger, dsyrk, sgemm
 from scipy.linalg.cython_lapack cimport dsyevr, dlamch
 
+from numpy.linalg import LinAlgError
+
 from lcoding.core._stop cimport stop_pointer, stop_requested
 
 cdef extern from "_small_eigh.h" nogil:
@@ -1027,8 +1029,12 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
                 if status:
                     break
         if status == 2:
-            raise RuntimeError(f"k q-flats: the eigensolver failed ({info}) on a "
-                               f"{d} x {d} scatter")
+            # a LinAlgError: training names the method, the largest value and the
+            # remedy (lcoding.training._checked)
+            raise LinAlgError(
+                f"k q-flats: a {d} x {d} scatter of the rows is not finite, values too large "
+                f"for their squares" if info == 2 and ew.small else
+                f"k q-flats: the eigensolver failed ({info}) on a {d} x {d} scatter")
         return status
     finally:
         free(dbl)

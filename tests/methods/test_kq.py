@@ -1260,3 +1260,13 @@ def test_small_eigensolver_degenerate_and_extreme_matrices():
         _kq.top_eigenpairs(np.eye(65), np.empty(1), np.empty((1, 65)))
     with pytest.raises(ValueError, match="pairs"):
         _kq.top_eigenpairs(np.eye(3), np.empty(4), np.empty((4, 3)))
+
+
+def test_flats_on_rows_whose_squares_overflow_name_the_remedy():
+    """Rows near the float limit (their scatters overflow to inf): a ValueError
+    naming the method, the largest value and the remedy, not a crash or a NaN model."""
+    from lcoding.sklearn import KQMetricsClassifier
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(300, 6)) * 1e160, rng.integers(0, 3, 300)
+    with pytest.raises(ValueError, match="scatter of the rows is not finite.*scale the features"):
+        KQMetricsClassifier(solver="flats", pca_components=None, random_state=0).fit(X, y)
