@@ -530,7 +530,8 @@ class KernelExpansionModel(Model):
         precision sums; None where they do not apply: not RBF, more than two classes,
         one-class, no point, more than :data:`RBF32_MAX_FEATURES` features or points
         of more than :data:`RBF32_MAX_VALUES` values (the sums read the points once a
-        row: they must stay in cache; dgemm's blocks do better above), points of
+        row: they must stay in cache; dgemm's blocks do better above), a gamma not
+        positive and finite (the float exponential takes exponents <= 0), points of
         squared norm above 1e300."""
         if getattr(self, "_rbf32", None) is None:    # (a model built without __init__)
             self._rbf32 = (self._make_rbf32_plan(),)
@@ -548,7 +549,7 @@ class KernelExpansionModel(Model):
         if (k.kernel_type != KernelType.RBF or self.nr_w != 1 or self.nr_class != 2
                 or self.is_oneclass_model() or self.is_regression_model() or m == 0
                 or not 1 <= d <= RBF32_MAX_FEATURES or m * d > RBF32_MAX_VALUES
-                or not self._points_sq.max() <= 1e300):
+                or not 0.0 < k.gamma < math.inf or not self._points_sq.max() <= 1e300):
             return None
         # padded to a multiple of the kernel's 32 points a pass with points of weight 0
         # (they add exactly 0): the remainder would take the scalar path, libm's expf

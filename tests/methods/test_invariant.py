@@ -575,6 +575,16 @@ def test_single_precision_exponentials_apply_only_to_two_class_rbf():
     y2 = np.where(X[:, 0] > 0, 1.0, -1.0)
     assert train_invariant(y2, X, "-s 1 -t 1 -d 2 -g 1 -X 30 -q")._rbf32_plan() is None
     assert train_invariant(y2, X, "-s 21 -t 2 -g 1 -X 30 -n 0.3 -q")._rbf32_plan() is None
+    # a gamma so large that the exponents overflow to -inf: their rows are left open
+    # (NaN sums) and the double path labels them; a gamma <= 0 has no plan
+    points, w = rng.uniform(-1, 1, (20, 3)), rng.normal(size=(21, 1))
+    for gamma, plan in ((1e300, True), (-1.0, False)):
+        steep = KernelExpansionModel(1, 2, np.array([1.0, -1.0]), 3, 1.0, Kernel(2, gamma=gamma),
+                                     points, w)
+        assert (steep._rbf32_plan() is not None) == plan
+        rows = rows_from_dense(np.vstack([points[:5], X[:20]]))
+        np.testing.assert_array_equal(steep.predict_labels(rows),
+                                      steep.labels_from_values(steep.decision_values(rows)))
     wide = rng.uniform(-1, 1, (100, 70))
     assert train_invariant(np.where(wide[:, 0] > 0, 1.0, -1.0), wide,
                            "-s 1 -t 2 -g 0.1 -X 20 -q")._rbf32_plan() is None
