@@ -13,12 +13,14 @@
  *      other, as LAPACK's dstein does), O(n q); the values their Rayleigh quotients;
  *   4. each vector mapped back, z <- Q z, O(n^2 q).
  *
- * Why not LAPACK: for n = 17 (letter's k q-flats) dsyev took 33 us a matrix, over
- * half of letter's training: below the block size its reduction is ~5 level-2 BLAS
- * calls a column (each far costlier than its few hundred flops here), and its QL
- * step rotates all n eigenvectors where 4 are wanted.  Finding all 17 eigenvalues
- * by implicit QL instead of 4 by bisection was 13 us; this takes ~5 us.  The
- * vectors agree with dsyev's to rounding wherever the q-th eigenvalue is apart from
+ * Why not LAPACK: for n = 17 (letter's k q-flats) dsyev took 25-37 us a matrix,
+ * over half of letter's training: below the block size its reduction is ~5 level-2
+ * BLAS calls a column (each far costlier than its few hundred flops here), and its
+ * QL step rotates all n eigenvectors where 4 are wanted.  This takes 11-15 us (n =
+ * 50, q = 12: 110-160 us against 320-455); all 17 eigenvalues by implicit QL
+ * instead of the 4 by bisection took 13-16 us in the same runs.  What is left is
+ * latency, not flops -- chains of dependent divisions and multiply-adds (an AVX2
+ * build was no faster).  The vectors agree with dsyev's to rounding wherever the q-th eigenvalue is apart from
  * the next (where it is not, any basis of the tied space is as good a fit, and the
  * two may pick different ones).
  */
