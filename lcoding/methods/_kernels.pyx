@@ -359,11 +359,10 @@ def rbf_sums_mixed(
     error bound.  A row of ``||x||^2`` above 1e300 is not summed (``f`` NaN: its
     products could overflow).  ``path`` 0: AVX2 where the CPU has it, 1: scalar.
     Returns the path taken, or -1 when scratch memory is short."""
-    cdef Py_ssize_t n = X_indptr.shape[0] - 1, d = VT.shape[0], m = VT.shape[1]
-    cdef Py_ssize_t i, u
-    cdef int64_t p
-    cdef int col, taken = path + 1
-    cdef double v, sq
+    cdef Py_ssize_t n = X_indptr.shape[0] - 1, d = VT.shape[0], m = VT.shape[1], i
+    cdef CSRView X = make_csr(X_data, X_indices, X_indptr, d)
+    cdef int taken = path + 1
+    cdef double sq
     cdef double* xbuf
     if path not in (0, 1):
         raise ValueError(f"path must be 0 or 1, got {path}")
@@ -378,15 +377,8 @@ def rbf_sums_mixed(
         return -1
     with nogil:
         for i in range(n):
-            for u in range(d):
-                xbuf[u] = 0.0
-            sq = 0.0
-            for p in range(X_indptr[i], X_indptr[i + 1]):
-                col = X_indices[p]
-                if col < d:
-                    v = X_data[p]
-                    xbuf[col] = v
-                    sq += v * v
+            scatter_rows(&X, i, i + 1, d, xbuf)
+            sq = row_sqnorm(&X, i, d)
             x_sq[i] = sq
             if sq <= 1e300:
                 taken = lcoding_rbf_sums_mixed(xbuf, sq, d, &VT[0, 0], &v_sq[0], m, -gamma,

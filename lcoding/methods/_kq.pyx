@@ -37,7 +37,8 @@ from numpy.linalg import LinAlgError
 from lcoding.core._stop cimport stop_pointer, stop_requested
 
 cdef extern from "_small_eigh.h" nogil:
-    # the top q eigenpairs of a small symmetric matrix (Householder, QL, inverse iteration)
+    # the top q eigenpairs of a small symmetric matrix (Householder, bisection, inverse
+    # iteration)
     int lcoding_top_eigh(int n, int q, double* A, double* vals, double* vecs, double* work,
                          int* iwork)
     long lcoding_top_eigh_work(long n)
@@ -595,8 +596,8 @@ def kq_pass(const double[:, ::1] X,          # IN (n, d) rows, unit norm in the 
 # 17 x 17 eigenproblems a restart; in NumPy, with the stacked problems and the small
 # array calls around them, a restart of 10 Lloyd steps took 0.21 s, here 0.12 s
 # (about half of it in LAPACK's dsyev); at the 3 steps kq.init_flats runs, ~0.09 s.
-# The in-house eigensolver then took letter's default training (5 restarts) from
-# 0.70 to 0.45 s on this machine (33 -> 13 us a 17 x 17 scatter).
+# The package's own eigensolver (_small_eigh.h) then took letter's default training
+# (5 restarts) from 0.68 to 0.53 s, paired runs (25-37 -> 11-15 us a 17 x 17 scatter).
 
 cdef enum:
     SMALL_EIGH_MAX_DIM = 64

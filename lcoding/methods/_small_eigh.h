@@ -20,9 +20,9 @@
  * 50, q = 12: 110-160 us against 320-455); all 17 eigenvalues by implicit QL
  * instead of the 4 by bisection took 13-16 us in the same runs.  What is left is
  * latency, not flops -- chains of dependent divisions and multiply-adds (an AVX2
- * build was no faster).  The vectors agree with dsyev's to rounding wherever the q-th eigenvalue is apart from
- * the next (where it is not, any basis of the tied space is as good a fit, and the
- * two may pick different ones).
+ * build was no faster).  The vectors agree with dsyev's to rounding wherever the
+ * q-th eigenvalue is apart from the next (where it is not, any basis of the tied
+ * space is as good a fit, and the two may pick different ones).
  */
 #ifndef LCODING_SMALL_EIGH_H
 #define LCODING_SMALL_EIGH_H
