@@ -178,7 +178,9 @@ lcoding_rbf_exponents_avx2(const double *x, intptr_t d, const double *VT, intptr
     const __m256d scale = _mm256_set1_pd(neg_gamma);
     /* sixteen points a pass, four independent sums: one sum's chain of d dependent
      * multiply-adds no longer sets the pace (each point's sum is still the same
-     * operations in the same order: the same bits as below and as the scalar path) */
+     * operations in the same order: the same bits as below and as the scalar path).
+     * 1000 points, 20 000 rows of 2-4 features: kernel_block / kernel_decision 4-30 %
+     * faster than four points a pass, two runs side by side */
     for (; j + 16 <= m; j += 16) {
         __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
         __m256d a2 = _mm256_setzero_pd(), a3 = _mm256_setzero_pd();
