@@ -41,6 +41,8 @@ cdef extern from "_small_eigh.h" nogil:
     # iteration)
     int lcoding_top_eigh(int n, int q, double* A, double* vals, double* vecs, double* work,
                          int* iwork)
+    int lcoding_top_eigh_path(int n, int q, double* A, double* vals, double* vecs,
+                              double* work, int* iwork, int path)
     long lcoding_top_eigh_work(long n)
 
 cdef extern from "_flats32.h" nogil:
@@ -585,9 +587,10 @@ def kq_pass(const double[:, ::1] X,          # IN (n, d) rows, unit norm in the 
 # distances to its nearest seed flat so far falls in their running sum; the seed's
 # flat is the best fit (mean, top-q principal directions) of its
 # max(q + 1, ceil(n_c / k)) nearest rows (ties: lower row first).
-# Lloyd steps: every row to its nearest flat (first on ties), every non-empty cluster
-# whose members changed refitted (an empty one keeps its flat), until the assignment
-# repeats or n_steps steps.  A best-fit flat: the cluster's mean and the eigenvectors
+# Lloyd steps: every row to its nearest flat (first on ties; in the first step, the
+# nearest seed flat by the seeding's distances), every non-empty cluster whose members
+# changed refitted (an empty one keeps its flat), until the assignment repeats or
+# n_steps steps.  A best-fit flat: the cluster's mean and the eigenvectors
 # of the q largest eigenvalues of its centred scatter (lcoding_top_eigh of
 # _small_eigh.h up to SMALL_EIGH_MAX_DIM dimensions, LAPACK dsyevr above), each scaled
 # so its largest-magnitude entry is positive.  kq.k_flats is the slow NumPy reference.
@@ -611,36 +614,52 @@ cdef inline bint _before(const double* key, int64_t a, int64_t b) noexcept nogil
     return key[a] < key[b] or (key[a] == key[b] and a < b)
 
 
+cdef inline void _sift_down(const double* key, int64_t* heap, Py_ssize_t size,
+                            Py_ssize_t at) noexcept nogil:
+    # restore the max-heap (the row last in _before's order at the root) below at
+    cdef Py_ssize_t child
+    cdef int64_t row = heap[at]
+    while True:
+        child = 2 * at + 1
+        if child >= size:
+            break
+        if child + 1 < size and _before(key, heap[child], heap[child + 1]):
+            child += 1
+        if not _before(key, row, heap[child]):
+            break
+        heap[at] = heap[child]
+        at = child
+    heap[at] = row
+
+
 cdef void _smallest_first(const double* key, int64_t* idx, Py_ssize_t n,
                           Py_ssize_t size) noexcept nogil:
-    # reorder idx[0:n] so that idx[0:size] are the size rows first in _before's order
-    # (quickselect, median-of-three pivots; the keys are distinct under _before)
-    cdef Py_ssize_t lo = 0, hi = n - 1, mid, i, store, kth = size - 1
-    cdef int64_t tmp, pivot
-    if size <= 0 or size >= n:
+    # idx[0:size] = the size rows first in _before's order (the keys are distinct
+    # under it), in that order; all n rows in row order when size >= n.  A max-heap
+    # of the size best so far: most rows cost one comparison with its root, a
+    # predictable branch -- quickselect's partitions branched on every key, about
+    # half of them mispredicted (letter's seeds: 20 of ~615 rows, 3x the time)
+    cdef Py_ssize_t i, end
+    cdef int64_t tmp
+    if size >= n:
+        for i in range(n):
+            idx[i] = i
         return
-    while hi > lo:
-        mid = lo + (hi - lo) // 2
-        # median of idx[lo], idx[mid], idx[hi] into idx[hi]
-        if _before(key, idx[mid], idx[lo]):
-            tmp = idx[mid]; idx[mid] = idx[lo]; idx[lo] = tmp
-        if _before(key, idx[hi], idx[lo]):
-            tmp = idx[hi]; idx[hi] = idx[lo]; idx[lo] = tmp
-        if _before(key, idx[mid], idx[hi]):
-            tmp = idx[mid]; idx[mid] = idx[hi]; idx[hi] = tmp
-        pivot = idx[hi]
-        store = lo
-        for i in range(lo, hi):
-            if _before(key, idx[i], pivot):
-                tmp = idx[i]; idx[i] = idx[store]; idx[store] = tmp
-                store += 1
-        tmp = idx[store]; idx[store] = idx[hi]; idx[hi] = tmp
-        if store == kth:
-            return
-        if store < kth:
-            lo = store + 1
-        else:
-            hi = store - 1
+    if size <= 0:
+        return
+    for i in range(size):
+        idx[i] = i
+    for i in range(size // 2 - 1, -1, -1):
+        _sift_down(key, idx, size, i)
+    for i in range(size, n):
+        if _before(key, i, idx[0]):
+            idx[0] = i
+            _sift_down(key, idx, size, 0)
+    for end in range(size - 1, 0, -1):      # heapsort: ascending
+        tmp = idx[0]
+        idx[0] = idx[end]
+        idx[end] = tmp
+        _sift_down(key, idx, end, 0)
 
 
 cdef struct EigWork:
@@ -704,12 +723,16 @@ cdef int _fit_flat(double* G, Py_ssize_t count, Py_ssize_t d, Py_ssize_t q, doub
 
 def top_eigenpairs(const double[:, ::1] symmetric,  # IN (d, d) symmetric, both triangles
                    double[::1] values,               # OUT (q) the q largest eigenvalues
-                   double[:, ::1] vectors):          # OUT (q, d) their orthonormal eigenvectors
+                   double[:, ::1] vectors,           # OUT (q, d) their orthonormal eigenvectors
+                   int path=0):
     """The best-fit flats' eigensolver (lcoding_top_eigh, _small_eigh.h) on one
     matrix, largest first, signs as it leaves them: 0, 1 when inverse iteration
-    broke down, 2 for a non-finite entry.  (The flats call it in the kernel; this is
-    its door for the tests.)"""
+    broke down, 2 for a non-finite entry.  ``path`` 0: the AVX2 build where the CPU
+    has it, 1: the baseline build (the same bits).  (The flats call it in the
+    kernel; this is its door for the tests.)"""
     cdef int d = <int>symmetric.shape[0], q = <int>values.shape[0], info
+    if path not in (0, 1):
+        raise ValueError(f"path must be 0 or 1, got {path}")
     if symmetric.shape[1] != d or d < 1 or d > SMALL_EIGH_MAX_DIM:
         raise ValueError(f"symmetric must be square, 1 to {SMALL_EIGH_MAX_DIM} rows; "
                          f"got ({symmetric.shape[0]}, {symmetric.shape[1]})")
@@ -727,7 +750,8 @@ def top_eigenpairs(const double[:, ::1] symmetric,  # IN (d, d) symmetric, both 
         for j in range(d):
             A[i * d + j] = symmetric[i, j]
     with nogil:
-        info = lcoding_top_eigh(d, q, A, &values[0], &vectors[0, 0], A + d * d, iwork)
+        info = lcoding_top_eigh_path(d, q, A, &values[0], &vectors[0, 0], A + d * d, iwork,
+                                     path)
     free(A)
     free(iwork)
     return info
@@ -814,7 +838,6 @@ cdef int _fit_neighbourhood(const double* Xc, const double* XT, Py_ssize_t n_c, 
     _rows_dot(XT, n_c, d, &Xc[seed * d], key)
     for i in range(n_c):
         key[i] = sq[i] - 2.0 * key[i] + sq[seed]
-        idx[i] = i
     _smallest_first(key, idx, n_c, size)
     for a in range(size):
         for u in range(d):
@@ -984,14 +1007,18 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
                     if info != 0:
                         status = 2
                         break
-                    if j + 1 < k:
-                        # squared distances to the new flat; the nearest so far
+                    if j + 1 < k or n_steps > 0:
+                        # squared distances to the new flat; the nearest so far, and
+                        # which it is: after the last seed, the first Lloyd step's
+                        # assignment (the scores of every row against every flat,
+                        # again, cost a third of the Lloyd steps' products)
                         _flat_distances(Xc, sq, n_c, d, q, &Fc[j * q * d], &Cc[j * d], A,
                                         scores, key)
                         for i in range(n_c):
                             v = key[i]
                             if j == 0 or v < nearest[i]:
                                 nearest[i] = v
+                                assign[i] = j
                 if status:
                     break
                 # ---- Lloyd steps
@@ -1002,6 +1029,15 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
                     moved = False
                     for m in range(k):
                         changed[m] = step == 0
+                    if step == 0:
+                        # the seeds' nearest flats (above): refit every cluster
+                        steps[c] += 1
+                        info = _refit_clusters(Xc, n_c, d, k, q, assign, changed, counts,
+                                               order, G, S, &ew, Cc, Fc)
+                        if info != 0:
+                            status = 2
+                            break
+                        continue
                     # all the class's scores in one call: the flats' offsets F_m c_m
                     # once a step, the rows in blocks inside
                     flat_scores_rows(Xc, n_c, d, Fc, Cc, k, q, scores, block, P, Q, B, cc)
@@ -1012,14 +1048,12 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
                             if scores[i * k + m] > bestv:
                                 bestv = scores[i * k + m]
                                 best = m
-                        if step == 0:
-                            assign[i] = best
-                        elif best != assign[i]:
+                        if best != assign[i]:
                             changed[best] = 1
                             changed[assign[i]] = 1
                             assign[i] = best
                             moved = True
-                    if step > 0 and not moved:
+                    if not moved:
                         break
                     steps[c] += 1
                     info = _refit_clusters(Xc, n_c, d, k, q, assign, changed, counts, order,
