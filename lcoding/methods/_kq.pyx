@@ -600,7 +600,11 @@ def kq_pass(const double[:, ::1] X,          # IN (n, d) rows, unit norm in the 
 # array calls around them, a restart of 10 Lloyd steps took 0.21 s, here 0.12 s
 # (about half of it in LAPACK's dsyev); at the 3 steps kq.init_flats runs, ~0.09 s.
 # The package's own eigensolver (_small_eigh.h) then took letter's default training
-# (5 restarts) from 0.68 to 0.53 s, paired runs (25-37 -> 11-15 us a 17 x 17 scatter).
+# (5 restarts) from 0.68 to 0.53 s, paired runs (25-37 -> 11-15 us a 17 x 17 scatter);
+# its eigenpairs side by side (12.5 -> 5 us), the seeds' nearest rows by a heap, the
+# first Lloyd step from the seeding's distances, 2 steps, not 3, and the constant
+# coordinate left out (kq._train_kq) to ~0.28 s (alternating runs, median of 8 fits:
+# 0.43-0.52 -> 0.27-0.32 s).
 
 cdef enum:
     SMALL_EIGH_MAX_DIM = 64
@@ -636,9 +640,10 @@ cdef void _smallest_first(const double* key, int64_t* idx, Py_ssize_t n,
                           Py_ssize_t size) noexcept nogil:
     # idx[0:size] = the size rows first in _before's order (the keys are distinct
     # under it), in that order; all n rows in row order when size >= n.  A max-heap
-    # of the size best so far: most rows cost one comparison with its root, a
-    # predictable branch -- quickselect's partitions branched on every key, about
-    # half of them mispredicted (letter's seeds: 20 of ~615 rows, 3x the time)
+    # of the size best so far (letter's seeds: 20 of ~615 rows): most rows cost one
+    # comparison with its root, a branch mostly taken one way, where quickselect's
+    # partitions branched on every key with no pattern to predict (its share of
+    # letter's kernel, perf: ~6 %)
     cdef Py_ssize_t i, end
     cdef int64_t tmp
     if size >= n:

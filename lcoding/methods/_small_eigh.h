@@ -16,13 +16,16 @@
  * Why not LAPACK: for n = 17 (letter's k q-flats) dsyev took 25-37 us a matrix,
  * over half of letter's training: below the block size its reduction is ~5 level-2
  * BLAS calls a column (each far costlier than its few hundred flops here), and its
- * QL step rotates all n eigenvectors where 4 are wanted.  This takes 11-15 us (n =
- * 50, q = 12: 110-160 us against 320-455); all 17 eigenvalues by implicit QL
- * instead of the 4 by bisection took 13-16 us in the same runs.  What is left is
- * latency, not flops -- chains of dependent divisions and multiply-adds (an AVX2
- * build was no faster).  The vectors agree with dsyev's to rounding wherever the
- * q-th eigenvalue is apart from the next (where it is not, any basis of the tied
- * space is as good a fit, and the two may pick different ones).
+ * QL step rotates all n eigenvectors where 4 are wanted.  Solving one eigenpair at
+ * a time, this took 11-15 us (all 17 eigenvalues by implicit QL: 13-16): latency
+ * (chains of dependent operations) and mispredicted branches on signs.  Steps 2-4
+ * now solve four eigenpairs side by side (two SSE2 registers, the choices as bit
+ * masks), the reduction's short loops run without aliasing tests, and the whole is
+ * built for AVX2 too: letter's scatters (17 x 17, q = 4) 12.5 -> 5.0 us, 50 x 50
+ * with q = 12 120-130 -> 72-85 us (C, the same matrices, best of 5 runs).  The
+ * vectors agree with dsyev's to rounding wherever the q-th eigenvalue is apart from
+ * the next (where it is not, any basis of the tied space is as good a fit, and the
+ * two may pick different ones).
  */
 #ifndef LCODING_SMALL_EIGH_H
 #define LCODING_SMALL_EIGH_H
@@ -41,8 +44,9 @@ static inline long lcoding_top_eigh_work(long n) { return 32 * n; }
 /* Two doubles side by side: GCC's and Clang's vector extension (an SSE2 register in
  * the x86-64 baseline, NEON on ARM), loads and stores unaligned; the lanes of this
  * file are pairs of them.  The lanes' choices (signs, pivots) are bit masks, not
- * branches: as branches on each lane's sign they were mispredicted about every
- * other row.  (Four-double vectors without AVX compiled to scalar compares.) */
+ * branches: the bisection with the compiler's branches on each lane's sign took
+ * 15 000 cycles at n = 17, q = 4 (the one-lane-at-a-time loop: 13 500), with masks
+ * 4 500.  (Four-double vectors without AVX compiled to scalar compares.) */
 typedef double lcoding_v2d __attribute__((vector_size(16), aligned(8), may_alias));
 typedef long long lcoding_v2i __attribute__((vector_size(16), aligned(8), may_alias));
 #define LCODING_V2_AT(p) (*(lcoding_v2d *)(p))   /* the two doubles at p */
@@ -168,8 +172,7 @@ lcoding_top_eigh_impl(int n, int q, double *A, double *vals, double *vecs, doubl
         double sigma = 0.0, x0 = xr[0], mu, alpha, v0, K;
         double *A22 = A + (long)(k + 1) * n + k + 1;
         {
-            /* two sums side by side: one chain of dependent additions took twice
-             * as long */
+            /* two sums side by side, not one chain of dependent additions */
             lcoding_v2d s2 = LCODING_V2_SPLAT(0.0);
             for (i = 1; i + 1 < len; i += 2)
                 s2 += LCODING_V2_AT(xr + i) * LCODING_V2_AT(xr + i);
@@ -193,10 +196,11 @@ lcoding_top_eigh_impl(int n, int q, double *A, double *vals, double *vecs, doubl
         /* p = beta A22 v;  w = p - (beta p.v / 2) v;  A22 -= v w^T + w v^T.  A22 v as
          * a sum of A22's rows (its columns, A22 being symmetric) scaled by v: the
          * loop over i vectorises, where a dot product a row is one chain of
-         * dependent additions (6 000 of the solver's 34 000 cycles at n = 17). */
+         * dependent additions (the whole reduction took 8 900 of the one-pair-at-a-
+         * time solver's 34 000 cycles at n = 17). */
         {
-            /* restrict: the rows, v and p do not overlap -- without it every short
-             * inner loop first tested whether they do (most of the reduction's time) */
+            /* restrict: the rows, v and p do not overlap, so the short inner loops
+             * need no run-time overlap tests before their vector code */
             double *restrict pr = p;
             for (i = 0; i < len; ++i)
                 pr[i] = 0.0;
