@@ -38,6 +38,20 @@
 #define LCODING_EIGH_INVERSE_STEPS 3      /* one step is usually exact already */
 #define LCODING_EIGH_LANES 4              /* eigenpairs solved side by side */
 
+/* Entry i of inverse iteration's start vector for eigenpair t: a hash of (t, i)
+ * (splitmix64's finaliser) mapped to [0.5, 1.5) */
+static inline double lcoding_eigh_start(int t, int i)
+{
+    unsigned long long z = (unsigned long long)t * 0x9E3779B97F4A7C15ULL
+                           + (unsigned long long)i * 0xD1B54A32D192ED03ULL + 1ULL;
+    z ^= z >> 30;
+    z *= 0xBF58476D1CE4E5B9ULL;
+    z ^= z >> 27;
+    z *= 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return 0.5 + (double)(z >> 11) * 0x1p-53;
+}
+
 /* Work: 32 n doubles, n ints. */
 static inline long lcoding_top_eigh_work(long n) { return 32 * n; }
 
@@ -339,10 +353,15 @@ lcoding_top_eigh_impl(int n, int q, double *A, double *vals, double *vecs, doubl
             g = LCODING_V2_SELECT(LCODING_V2_ABS(g) < pv, LCODING_V2_SELECT(g < zero, -pv, pv), g);
             LCODING_V2_AT(rp + 2 * i) = one / g;
         }
-        /* a fixed start vector, not orthogonal to any eigenvector in practice */
+        /* fixed pseudo-random start vectors (as LAPACK's dstein draws them), not
+         * orthogonal to any eigenvector in practice and independent of each other:
+         * a tied eigenvalue's vectors grow from the start vectors' parts in its
+         * space, so those parts must span it (the earlier pattern, 1 + ((7 i + 3 t)
+         * mod 11) / 16, repeated every 11 vectors: 12 tied zero eigenvalues of a
+         * scatter with 12 zero columns got only 10 vectors, then duplicates) */
         for (i = 0; i < n; ++i)
             for (l = 0; l < NL; ++l)
-                z[i * NL + l] = 1.0 + (double)((7 * i + 3 * (t0 + l)) % 11) / 16.0;
+                z[i * NL + l] = lcoding_eigh_start(t0 + l, i);
         for (k = 0; k < LCODING_EIGH_INVERSE_STEPS; ++k) {
             lcoding_v2d nm[2], cur[2], z1[2], z2[2];
             for (h = 0; h < 2; ++h)
@@ -389,18 +408,23 @@ lcoding_top_eigh_impl(int n, int q, double *A, double *vals, double *vecs, doubl
             if (ortho) {
                 /* against the cluster's earlier vectors (the final ones of earlier
                  * blocks, this step's of the lanes before in this block), lane
-                 * after lane, each normalised before the next uses it */
+                 * after lane, each normalised before the next uses it; two passes
+                 * of Gram-Schmidt ("twice is enough"): in a tight cluster the
+                 * iterate is mostly the earlier vectors, and one pass left them at
+                 * 1e-9 from orthogonal (eigenvalues 1 +- 1e-12) */
                 for (l = 0; l < nb; ++l) {
                     double top = 0.0, ss = 0.0;
-                    for (j = cluster[t0 + l]; j < t0 + l; ++j) {
-                        const double *y = j < t0 ? vecs + (long)j * n : z + (j - t0);
-                        const int sy = j < t0 ? 1 : NL;
-                        acc = 0.0;
-                        for (i = 0; i < n; ++i)
-                            acc += y[i * sy] * z[i * NL + l];
-                        for (i = 0; i < n; ++i)
-                            z[i * NL + l] -= acc * y[i * sy];
-                    }
+                    int pass;
+                    for (pass = 0; pass < 2; ++pass)
+                        for (j = cluster[t0 + l]; j < t0 + l; ++j) {
+                            const double *y = j < t0 ? vecs + (long)j * n : z + (j - t0);
+                            const int sy = j < t0 ? 1 : NL;
+                            acc = 0.0;
+                            for (i = 0; i < n; ++i)
+                                acc += y[i * sy] * z[i * NL + l];
+                            for (i = 0; i < n; ++i)
+                                z[i * NL + l] -= acc * y[i * sy];
+                        }
                     for (i = 0; i < n; ++i) /* 2-norm, scaled by the largest entry */
                         top = fabs(z[i * NL + l]) > top ? fabs(z[i * NL + l]) : top;
                     if (!(top > 0.0) || !isfinite(top))

@@ -503,6 +503,33 @@ def test_binary_problem_and_labels():
     assert np.array_equal(predict_labels(model, X), y)
 
 
+def test_affine_flats_leave_out_a_constant_coordinate():
+    """A coordinate the same on every row (the -z offset off the unit sphere) changes
+    no distance to an affine flat: the flats fitted with it are those fitted without
+    it (to rounding), with 0 in their directions there and its value in their
+    centres -- which is how training fits them (the kernel sees the other
+    coordinates only), the model keeping every dimension."""
+    rng = np.random.default_rng(8)
+    sizes, d, k, q = (120, 90, 100), 6, 4, 2
+    X = np.vstack([rng.standard_normal((n, d)) * rng.uniform(0.5, 2.0, d) + rng.normal(0, 3, d)
+                   for n in sizes])
+    ci = np.repeat(np.arange(len(sizes)), sizes)
+    full = np.hstack([X, np.full((X.shape[0], 1), 0.5)])
+    W_full, C_full = init_flats(full, ci, len(sizes), k, q, np.random.default_rng(3))
+    W, C = init_flats(X, ci, len(sizes), k, q, np.random.default_rng(3))
+    np.testing.assert_allclose(W_full[:, :d], W, atol=1e-9)
+    np.testing.assert_allclose(W_full[:, d], 0, atol=1e-12)
+    np.testing.assert_allclose(C_full[:, :d], C, atol=1e-9)
+    np.testing.assert_array_equal(C_full[:, d], 0.5)
+    y = ci.astype(float)
+    model = train(y, X, "-s 41 -k 4 -Q 2 -y 1 -Z 0 -z 0.5 -W 2 -S 4")
+    assert model.dim == d + 1
+    assert np.all(model.metrics[:, :, d] == 0) and np.all(model.centres[:, :, d] == 0.5)
+    assert predict_labels(model, X).shape == y.shape
+    on_sphere = train(y, X, "-s 41 -k 4 -Q 2 -y 1 -Z 1 -z 0.5 -W 2 -S 4")
+    assert np.any(on_sphere.metrics[:, :, d] != 0)      # not constant there: fitted
+
+
 def test_affine_flats_average_their_restarts(tmp_path):
     """-s 41 -y 1 with several restarts predicts by the restarts' mean class score
     (minus the mean squared distance to each class's nearest flat), recorded in the
@@ -1260,6 +1287,35 @@ def test_small_eigensolver_degenerate_and_extreme_matrices():
         _kq.top_eigenpairs(np.eye(65), np.empty(1), np.empty((1, 65)))
     with pytest.raises(ValueError, match="pairs"):
         _kq.top_eigenpairs(np.eye(3), np.empty(4), np.empty((4, 3)))
+
+
+def test_small_eigensolver_zero_columns_and_tight_clusters():
+    """Eigenvalues tied in numbers beyond the start vectors' old period: scatters
+    with exact zero columns (a coordinate constant over a cluster's rows; their null
+    space asked for whole, q up to d) got duplicated vectors from inverse iteration's
+    start vectors repeating every 11 eigenpairs; and clusters of eigenvalues 1 +-
+    1e-12, whose vectors one pass of Gram-Schmidt left 1e-9 from orthogonal.  Both:
+    orthonormal vectors, residuals at rounding, the values NumPy's."""
+    rng = np.random.default_rng(17)
+    for d in (13, 16, 25, 40, 64):
+        for _ in range(4):
+            G = rng.standard_normal((d + 2, d))
+            G[:, rng.random(d) < 0.4] = 0.0
+            S = np.ascontiguousarray(G.T @ G)
+            for q in (d - 1, d):
+                values, vectors = _top_pairs(S, q)
+                scale = abs(np.linalg.eigvalsh(S)).max()
+                np.testing.assert_allclose(values, np.linalg.eigvalsh(S)[::-1][:q], rtol=0,
+                                           atol=1e-12 * scale)
+                np.testing.assert_allclose(vectors @ vectors.T, np.eye(q), atol=1e-12)
+                np.testing.assert_allclose(S @ vectors.T - vectors.T * values, 0,
+                                           atol=1e-12 * scale)
+        Q, _ = np.linalg.qr(rng.standard_normal((d, d)))
+        S = np.ascontiguousarray((Q * (1 + 1e-12 * rng.standard_normal(d))) @ Q.T)
+        S = (S + S.T) / 2
+        values, vectors = _top_pairs(S, d)
+        np.testing.assert_allclose(vectors @ vectors.T, np.eye(d), atol=1e-12)
+        np.testing.assert_allclose(S @ vectors.T - vectors.T * values, 0, atol=1e-11)
 
 
 def test_small_eigensolver_builds_agree_bit_for_bit():
