@@ -8,9 +8,10 @@
  *   2. the q largest eigenvalues of T by bisection on Sturm counts (ibid., 8.4.2;
  *      LAPACK's dstebz), O(n q) a halving;
  *   3. their eigenvectors of T by inverse iteration on T - lambda I (LU with
- *      partial pivoting, zero pivots replaced by eps ||T||; close eigenvalues
- *      pulled apart by 10 eps ||T|| and their vectors orthogonalised against each
- *      other, as LAPACK's dstein does), O(n q); the values their Rayleigh quotients;
+ *      partial pivoting, zero pivots replaced by eps ||T||; pseudo-random start
+ *      vectors; close eigenvalues pulled apart by 10 eps ||T|| and their vectors
+ *      orthogonalised against each other, as LAPACK's dstein does, here in two
+ *      passes), O(n q); the values their Rayleigh quotients;
  *   4. each vector mapped back, z <- Q z, O(n^2 q).
  *
  * Why not LAPACK: for n = 17 (letter's k q-flats) dsyev took 25-37 us a matrix,
