@@ -931,10 +931,10 @@ def k_flats_classes(const double[:, ::1] X,         # IN (n, d) rows grouped by 
         n_max = max(n_max, starts[c + 1] - starts[c])
     if C == 0:
         return 0
-    # small scatters: lcoding_top_eigh (12 d doubles, d ints of work); larger ones
-    # dsyevr, workspaces above its optima ((block + 6) d, 10 d)
+    # small scatters: lcoding_top_eigh (lcoding_top_eigh_work(d) doubles, d ints of
+    # work); larger ones dsyevr, workspaces above its optima ((block + 6) d, 10 d)
     ew.small = d <= SMALL_EIGH_MAX_DIM
-    ew.lwork = <int>(70 * d)
+    ew.lwork = <int>max(70 * d, lcoding_top_eigh_work(d))
     ew.liwork = <int>(10 * d)
     n_dbl = (d * d + d + d * q + ew.lwork + 3 * n_max + 2 * n_max * d
              + n_max * max(k, q + 1) + block * k * q + block * k + k * q + k + (q + 1) * d)

@@ -20,7 +20,7 @@
  * points stored feature-major, eight independent sums), then the exponentials eight a
  * vector with 7 terms, and the sums, without a buffer in between.
  *
- * exp(e) for e in [-87, 0]:  k = round(e log2(e)), r = (e - k ln2_hi) - k ln2_lo, exp(r)
+ * exp(e) for e in [-87, 0]:  k = round(e / ln 2), r = (e - k ln2_hi) - k ln2_lo, exp(r)
  * by its Taylor polynomial of degree 7 (|r| <= ln(2)/2: the first term left out is
  * r^8 / 8! < 6e-9, a tenth of float's unit roundoff u = 2^-24), times 2^k built in the
  * exponent bits.  Below -87 (exp(e) < 1.7e-38, float's smallest normal) the value is 0;

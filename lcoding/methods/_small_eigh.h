@@ -79,8 +79,9 @@ typedef long long lcoding_v2i __attribute__((vector_size(16), aligned(8), may_al
 /* Step 2 for LCODING_EIGH_LANES (4) eigenvalues side by side: the t0 + l-th
  * largest (l < nb; the other lanes repeat lane 0 and are dropped) by
  * LCODING_EIGH_BISECTIONS halvings of [glo, ghi]. */
-static inline __attribute__((always_inline)) void lcoding_bisect_lanes(int n, const double *diag, const double *e2, double glo,
-                                 double ghi, int t0, int nb, double *out)
+static inline __attribute__((always_inline)) void
+lcoding_bisect_lanes(int n, const double *diag, const double *e2, double glo, double ghi,
+                     int t0, int nb, double *out)
 {
     const lcoding_v2d zero = LCODING_V2_SPLAT(0.0), one = LCODING_V2_SPLAT(1.0);
     const lcoding_v2d big = LCODING_V2_SPLAT(0x1p200), small = LCODING_V2_SPLAT(0x1p-200);

@@ -468,7 +468,7 @@ def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
     centres = np.zeros((k, d))
     scores = np.empty((n, k))
     nearest = np.zeros(n)                  # squared distance to the nearest seed flat
-    seed_dist = np.empty((n, k))           # ... to each seed flat ("pp")
+    first = np.zeros(n, dtype=np.int64)    # ... which one ("pp": the first assignment)
     if seeding == "random":
         seeds = rng.choice(n, size=k, replace=n < k)
     else:
@@ -489,8 +489,10 @@ def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
         if seeds is None:
             one = np.empty((n, 1))
             flat_scores(X, F[j], centres[j:j + 1], q, one)
-            seed_dist[:, j] = np.maximum(-one[:, 0], 0.0)
-            nearest = seed_dist[:, :j + 1].min(axis=1)
+            dist = np.maximum(-one[:, 0], 0.0)
+            closer = dist < nearest if j else np.ones(n, dtype=bool)
+            nearest = np.where(closer, dist, nearest)
+            first[closer] = j                  # the first seed flat on ties, as argmin
 
     def all_scores():
         flat_scores(X, F.reshape(k * q, d), centres, q, scores)
@@ -500,8 +502,8 @@ def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
         _refit_subspaces(X, assign, k, q, F, centres, changed)
     # "pp": the first step assigns each row to its nearest seed flat by the seeding's
     # distances (the kernel does not score the rows against the flats again)
-    first = None if seeds is not None else np.argmin(seed_dist, axis=1)
-    return F, centres, _lloyd(X, n_steps, all_scores, refit, first=first)
+    return F, centres, _lloyd(X, n_steps, all_scores, refit,
+                              first=None if seeds is not None else first)
 
 
 # ------------------------------------------------------------------ the model
@@ -1280,7 +1282,7 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
     # (the constant coordinate -z adds, off the unit sphere): they add nothing to any
     # distance to an affine flat, whose centre takes their value and whose directions
     # are 0 there (letter's default: 16 of 17 dimensions, its fit 10 % faster)
-    varying = np.flatnonzero(np.any(X != X[:1], axis=0)) if affine else None
+    varying = np.flatnonzero(np.ptp(X, axis=0) > 0) if affine else None
     X_flats = (np.ascontiguousarray(X[:, varying])
                if affine and q <= varying.size < X.shape[1] else X)
 
