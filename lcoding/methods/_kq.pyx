@@ -32,6 +32,7 @@ from libc.math cimport INFINITY, NAN, sqrt
 from scipy.linalg.cython_blas cimport dgemm, dgemv, dger, dsyrk, sgemm
 from scipy.linalg.cython_lapack cimport dsyevr, dlamch
 
+from cython.view cimport array as cvarray
 from numpy.linalg import LinAlgError
 
 from lcoding.core._stop cimport stop_pointer, stop_requested
@@ -284,6 +285,80 @@ cdef double F32_MIN_SCALE = 1e-20
 cdef double F32_MAX_SCALE = 1e30
 
 
+def flats32_avx2(int path=0):
+    """Whether the single-precision flats run AVX2's fused pass: ``path`` 0 and a CPU
+    with AVX2 (1), else sgemm (0; ``path`` 1 asks for it)."""
+    if path not in (0, 1):
+        raise ValueError(f"path must be 0 or 1, got {path}")
+    return lcoding_flats32_avx2(path)
+
+
+def packed_flats_size(Py_ssize_t M, Py_ssize_t q, Py_ssize_t d, int avx2):
+    """Floats of :func:`pack_flats_f32`'s array for M flats of q directions in d
+    dimensions: with AVX2 groups of eight flats (zero past M), else sgemm's rows."""
+    if avx2:
+        return ((M + 7) // 8) * (q + 1) * (d + 1) * 8
+    return M * (q + 1) * (d + 1)
+
+
+def pack_flats_f32(const double[:, ::1] W,        # IN (M*q, d) flat bases
+                   const double[:, ::1] centres,  # IN (M, d) flat centres
+                   Py_ssize_t q, int avx2,
+                   float[::1] packed):            # OUT packed_flats_size(M, q, d, avx2)
+    """The flats' precomputed rows rounded to float into ``packed``, laid out for
+    :func:`flat_class_scores_packed` (AVX2's groups of eight flats with ``avx2``,
+    :func:`flats32_avx2`, else sgemm's rows); returns ``max_m ||c_m||`` (in double,
+    for the bound).
+
+    Why apart from the scoring: the flats are the model's, the rows the caller's.
+    ``KQModel``'s branch and bound scores a few hundred rows a call against one
+    class's flats, about 50 calls a chunk of rows (usps); repacking them every call
+    cost 17 us a restart's 20 flats, 62 us four restarts' (usps, q = 12, d = 51),
+    1.3 ms a 2007-row prediction.  The model packs each slice once and keeps it."""
+    cdef Py_ssize_t M, d = W.shape[1], width, d1, groups, g, t, u, lane, m, i
+    cdef double cmax = 0.0
+    cdef double* A = NULL
+    if q < 1 or W.shape[0] % q != 0:
+        raise ValueError(f"flat rows ({W.shape[0]}) are not a multiple of q = {q}")
+    M = W.shape[0] // q
+    if centres.shape[0] != M or centres.shape[1] != d:
+        raise ValueError(f"centres have shape ({centres.shape[0]}, {centres.shape[1]}), "
+                         f"expected ({M}, {d})")
+    if avx2 and not lcoding_flats32_avx2(0):
+        raise ValueError("flats packed for AVX2, which this CPU lacks")
+    if packed.shape[0] != packed_flats_size(M, q, d, avx2):
+        raise ValueError(f"packed has {packed.shape[0]} values, expected "
+                         f"{packed_flats_size(M, q, d, avx2)}")
+    if M == 0:
+        return 0.0
+    width = M * (q + 1)
+    d1 = d + 1
+    groups = (M + 7) // 8
+    # the precomputed rows in double (as flat_class_scores), then rounded to float
+    A = <double*>malloc(width * d1 * sizeof(double))
+    if A == NULL:
+        raise MemoryError("pack_flats_f32: cannot allocate the flats' rows")
+    try:
+        with nogil:
+            cmax = sqrt(_fill_flat_rows(W, centres, M, q, d, A))
+            if avx2:
+                # packed[g][t][u][lane] = A's row of term t (0: the centre row) of flat
+                # 8 g + lane, zero past M
+                for g in range(groups):
+                    for t in range(q + 1):
+                        for u in range(d1):
+                            for lane in range(8):
+                                m = 8 * g + lane
+                                packed[((g * (q + 1) + t) * d1 + u) * 8 + lane] = (
+                                    <float>A[(t * M + m) * d1 + u] if m < M else 0.0)
+            else:
+                for i in range(width * d1):
+                    packed[i] = <float>A[i]
+    finally:
+        free(A)
+    return cmax
+
+
 def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                           const double[:, ::1] W,        # IN (C*k*q, d) flat bases
                           const double[:, ::1] centres,  # IN (C*k, d) flat centres
@@ -292,13 +367,34 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                           double[::1] bound,             # OUT (n,) |out - exact| <= bound
                           Py_ssize_t block=256, int path=0):
     """:func:`flat_class_scores` in single precision, with a bound on every class
-    score's distance to the exact one (and so to :func:`flat_class_scores`'): with
-    AVX2 (``path`` 0, where the CPU has it) the products and scores in one pass over
-    groups of eight flats (``_flats32.h``, ``lcoding_flat_scores_fused``: letter's
-    restart 3.2 -> 1.9 us a row, usps 4.0 -> 3.1, against sgemm and AVX2 score passes),
-    else (``path`` 1) the products by sgemm and the scores one float at a time.  ``KQModel.predict_labels``
-    decides from these the rows the bound allows and leaves the others to the double
-    path, so the labels do not change.
+    score's distance to the exact one (and so to :func:`flat_class_scores`'): the
+    flats packed (:func:`pack_flats_f32`), then scored
+    (:func:`flat_class_scores_packed`) -- the same values as those two calls."""
+    _flat_class_shape(X.shape[0], X.shape[1], W, centres, q, k, out.shape[0],
+                      out.shape[1], block)
+    cdef int avx2 = flats32_avx2(path)
+    cdef Py_ssize_t size = packed_flats_size(centres.shape[0], q, X.shape[1], avx2)
+    cdef float[::1] packed = cvarray(shape=(max(1, size),), itemsize=sizeof(float), format="f")
+    cmax = pack_flats_f32(W, centres, q, avx2, packed[:size])
+    flat_class_scores_packed(X, packed[:size], centres.shape[0], q, k, cmax, avx2, out, bound,
+                             block)
+
+
+def flat_class_scores_packed(const double[:, ::1] X,    # IN (n, d) rows
+                             const float[::1] packed,   # IN pack_flats_f32's flats
+                             Py_ssize_t M, Py_ssize_t q, Py_ssize_t k,
+                             double cmax, int avx2,     # IN pack_flats_f32's
+                             double[:, ::1] out,        # OUT (n, M / k) class scores
+                             double[::1] bound,         # OUT (n,) |out - exact| <= bound
+                             Py_ssize_t block=256):
+    """The class scores of :func:`flat_class_scores` in single precision against flats
+    packed by :func:`pack_flats_f32` (M flats, k a class), with a bound on every
+    score's distance to the exact one: with AVX2 (``avx2``) the products and scores in
+    one pass over groups of eight flats (``_flats32.h``, ``lcoding_flat_scores_fused``:
+    letter's restart 3.2 -> 1.9 us a row, usps 4.0 -> 3.1, against sgemm and AVX2
+    score passes), else the products by sgemm and the scores one float at a time.
+    ``KQModel.predict_labels`` decides from these the rows the bound allows and leaves
+    the others to the double path, so the labels do not change.
 
     Bound (u = 2^-24, flats with orthonormal rows -- the caller checks ``||F_mt||
     <= 1``; R = ||x||, c = ||c_m||): with x and the precomputed rows rounded to float,
@@ -311,22 +407,34 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
         K = 2 (q (2 d + 9) + d + 5 + (q + 2)(q + 2))
     of the exact score -- twice the sum, and the double path's own rounding on top."""
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
-    cdef Py_ssize_t M, C, r0, r1, i, c, width, d1, groups, Mp, g, t, u, lane, m
-    cdef double xx, cmax, K, R
-    cdef double* A = NULL
-    cdef float* A32 = NULL
+    cdef Py_ssize_t C, r0, r1, i, c, width, d1, groups, Mp
+    cdef double xx, K, R
+    cdef float* scratch = NULL
     cdef float* Xa = NULL
     cdef float* G = NULL
     cdef float* score = NULL
-    cdef float* At = NULL
     cdef float* xx32 = NULL
-    cdef int iw, ib, id1, avx2 = lcoding_flats32_avx2(path)
+    cdef const float* A32 = NULL
+    cdef int iw, ib, id1
     cdef float one = 1.0, zero = 0.0
-    M, C = _flat_class_shape(n, d, W, centres, q, k, out.shape[0], out.shape[1], block)
+    if q < 1 or k < 1 or M < 0 or M % k != 0:
+        raise ValueError(f"{M} flats of q = {q} directions are not classes of k = {k}")
+    if packed.shape[0] != packed_flats_size(M, q, d, avx2):
+        raise ValueError(f"packed flats have {packed.shape[0]} values, expected "
+                         f"{packed_flats_size(M, q, d, avx2)} for {M} flats of q = {q} "
+                         f"in {d} dimensions")
+    if not (cmax >= 0.0 and cmax < INFINITY):
+        raise ValueError(f"cmax = {cmax}: must be finite and >= 0")
+    C = M // k
+    if out.shape[0] != n or out.shape[1] != C:
+        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected "
+                         f"({n}, {C})")
     if bound.shape[0] != n:
         raise ValueError(f"bound has shape ({bound.shape[0]},), expected ({n},)")
-    if path not in (0, 1):
-        raise ValueError(f"path must be 0 or 1, got {path}")
+    if block < 1:
+        raise ValueError(f"block = {block}: must be >= 1")
+    if avx2 and not lcoding_flats32_avx2(0):
+        raise ValueError("flats packed for AVX2, which this CPU lacks")
     if n == 0 or C == 0:
         return
     width = M * (q + 1)
@@ -335,48 +443,27 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
     Mp = 8 * groups
     K = 2.0 * (q * (2 * d + 9) + d + 5 + (q + 2) * (q + 2)) * (5.9604644775390625e-08
                                                                + 1.1102230246251565e-16)
-    # the precomputed rows in double (as flat_class_scores), then rounded to float:
-    # with AVX2 in groups of eight flats (At: the fused pass, scores straight from
-    # the rows), else for sgemm (A32, products G)
-    A = <double*>malloc(width * d1 * sizeof(double))
+    # scratch: the rows Xa (block, d + 1), with AVX2 the scores of a block (block, Mp),
+    # else sgemm's products G (block, width) and one row's scores (M); the norms
     if avx2:
-        A32 = <float*>malloc((groups * (q + 1) * d1 * 8 + block * d1 + block * Mp + block)
-                             * sizeof(float))
+        scratch = <float*>malloc((block * d1 + block * Mp + block) * sizeof(float))
     else:
-        A32 = <float*>malloc((width * d1 + block * d1 + block * width + M + block)
-                             * sizeof(float))
-    if A == NULL or A32 == NULL:
-        free(A)
-        free(A32)
-        raise MemoryError("flat_class_scores_f32: cannot allocate the product blocks")
+        scratch = <float*>malloc((block * d1 + block * width + M + block) * sizeof(float))
+    if scratch == NULL:
+        raise MemoryError("flat_class_scores_packed: cannot allocate the product blocks")
+    Xa = scratch
     if avx2:
-        At = A32
-        Xa = At + groups * (q + 1) * d1 * 8
         score = Xa + block * d1
         xx32 = score + block * Mp
     else:
-        Xa = A32 + width * d1
         G = Xa + block * d1
         score = G + block * width
         xx32 = score + M
+    A32 = &packed[0]
     iw = <int>width
     id1 = <int>d1
     try:
         with nogil:
-            cmax = sqrt(_fill_flat_rows(W, centres, M, q, d, A))
-            if avx2:
-                # At[g][t][u][lane] = A's row of term t (0: the centre row) of flat
-                # 8 g + lane, zero past M
-                for g in range(groups):
-                    for t in range(q + 1):
-                        for u in range(d1):
-                            for lane in range(8):
-                                m = 8 * g + lane
-                                At[((g * (q + 1) + t) * d1 + u) * 8 + lane] = (
-                                    <float>A[(t * M + m) * d1 + u] if m < M else 0.0)
-            else:
-                for i in range(width * d1):
-                    A32[i] = <float>A[i]
             r0 = 0
             while r0 < n:
                 r1 = min(r0 + block, n)
@@ -392,13 +479,13 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                     bound[r0 + i] = (K * R * R if F32_MIN_SCALE <= R * R <= F32_MAX_SCALE
                                      else INFINITY)
                 if avx2:
-                    lcoding_flat_scores_fused(At, groups, q, d1, Xa, xx32, r1 - r0, score,
+                    lcoding_flat_scores_fused(A32, groups, q, d1, Xa, xx32, r1 - r0, score,
                                               Mp, avx2)
                 else:
                     # column-major: G^T (width x ib) = A32 (width x d1, stored d1 x
                     # width)^T Xa^T
-                    sgemm(b"T", b"N", &iw, &ib, &id1, &one, A32, &id1, Xa, &id1, &zero, G,
-                          &iw)
+                    sgemm(b"T", b"N", &iw, &ib, &id1, &one, <float*>A32, &id1, Xa, &id1,
+                          &zero, G, &iw)
                 for i in range(r1 - r0):
                     if not avx2:
                         lcoding_flat_scores_f32(G + i * width, M, q, xx32[i], score)
@@ -408,8 +495,7 @@ def flat_class_scores_f32(const double[:, ::1] X,        # IN (n, d) rows
                             out[r0 + i, c] = NAN
                 r0 = r1
     finally:
-        free(A)
-        free(A32)
+        free(scratch)
 
 
 cdef void flat_scores_rows(const double* X, Py_ssize_t n, Py_ssize_t d, const double* W,

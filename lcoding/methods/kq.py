@@ -521,6 +521,7 @@ class KQModel(Model):
     _contractive_flats = None
     _flats_of_class = None      # _class_flats' copy (code editing metrics in place resets these)
     _metrics_as_flats = None    # _single_flats' for the metrics: scaled rows, zero centres
+    _packed = None              # _packed_flats' float slices, by (class or -1, r0, r1)
 
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
                  k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote"):
@@ -553,6 +554,15 @@ class KQModel(Model):
         self._contractive_flats = None      # computed on first use (_contractive)
         self._flats_of_class = None         # ... and _class_flats'
         self._metrics_as_flats = None       # ... and _single_flats' for the metrics
+        self._packed = None                 # ... and _packed_flats'
+
+    def __getstate__(self):
+        # what prediction derives from the flats is rebuilt on first use, not
+        # shipped (to Dask's workers: the packed floats alone are ~2x the metrics')
+        state = dict(self.__dict__)
+        for key in ("_contractive_flats", "_flats_of_class", "_metrics_as_flats", "_packed"):
+            state[key] = None
+        return state
 
     @property
     def affine(self) -> bool:
@@ -821,29 +831,53 @@ class KQModel(Model):
                  np.ascontiguousarray(centres[:, m].reshape(W * k, d))) for m in range(C)]
         return self._flats_of_class[c]
 
+    def _packed_flats(self, c: int, r0: int, r1: int):
+        """Class ``c``'s flats of restarts r0 .. r1 - 1 (``c`` -1: every class's flats
+        of restart ``r0``, :meth:`_single_flats`) packed for the single-precision
+        kernel (:func:`lcoding.methods._kq.pack_flats_f32`): ``(packed, M, cmax,
+        avx2)``.  Packed on first use and kept: the branch and bound asks for the same
+        slices chunk after chunk (usps: ~50 calls a chunk, each repacking 17-62 us)."""
+        if self._packed is None:
+            self._packed = {}
+        key = (c, r0, r1)
+        if key not in self._packed:
+            if c < 0:
+                bases, centres = self._single_flats(r0)
+            else:
+                bases, centres = self._class_flats(c)
+                kq, k = self.k * self.q, self.k
+                bases, centres = bases[r0 * kq:r1 * kq], centres[r0 * k:r1 * k]
+            avx2 = _kq.flats32_avx2()
+            packed = np.empty(_kq.packed_flats_size(centres.shape[0], self.q, self.dim, avx2),
+                              dtype=np.float32)
+            cmax = _kq.pack_flats_f32(bases, centres, self.q, avx2, packed)
+            self._packed[key] = (packed, centres.shape[0], cmax, avx2)
+        return self._packed[key]
+
+    def _scores_packed(self, X: np.ndarray, c: int, r0: int, r1: int, out: np.ndarray,
+                       bound: np.ndarray) -> None:
+        packed, M, cmax, avx2 = self._packed_flats(c, r0, r1)
+        _kq.flat_class_scores_packed(X, packed, M, self.q, self.k, cmax, avx2, out, bound)
+
     def _class_restart_scores(self, X: np.ndarray, c: int, r0: int, r1: int):
         """(n, r1 - r0) class ``c``'s scores in restarts r0 .. r1 - 1 in single
         precision, and (n,) the bound on their distance to the exact ones."""
-        bases, centres = self._class_flats(c)
-        kq, k = self.k * self.q, self.k
         out = np.empty((X.shape[0], r1 - r0))
         bound = np.empty(X.shape[0])
-        _kq.flat_class_scores_f32(X, bases[r0 * kq:r1 * kq], centres[r0 * k:r1 * k],
-                                  self.q, k, out, bound)
+        self._scores_packed(X, c, r0, r1, out, bound)
         return out, bound
 
     def _class_scores_single(self, X: np.ndarray, restart: int):
         """(n, nr_class) class scores of restart ``restart`` in single precision and
         (n,) the bound on their distance to the exact ones
         (:func:`lcoding.methods._kq.flat_class_scores_f32`), in chunks of rows."""
-        W, centres = self._single_flats(restart)
         out = np.empty((X.shape[0], self.nr_class))
         bound = np.empty(X.shape[0])
-        step = _row_chunk(W.shape[0] + centres.shape[0], X.shape[1])
+        step = _row_chunk(self.nr_class * self.k * (self.q + 1), X.shape[1])
         for a in range(0, X.shape[0], step):
             check_stop()
-            _kq.flat_class_scores_f32(X[a:a + step], W, centres, self.q, self.k,
-                                      out[a:a + step], bound[a:a + step])
+            self._scores_packed(X[a:a + step], -1, restart, restart + 1, out[a:a + step],
+                                bound[a:a + step])
         return out, bound
 
     def _vote_labels(self, X: np.ndarray):

@@ -3,6 +3,8 @@ Cython pass against a NumPy reference step for step, perfect classification of
 points on distinct subspaces, options, seeds, votes and model files."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -1022,6 +1024,40 @@ def test_single_precision_class_scores_are_within_their_bound(path):
         _kq.flat_class_scores_f32(X, W, centres, q, k, np.empty((600, C + 1)), bound)
 
 
+
+@pytest.mark.parametrize("path", [0, 1])
+def test_packed_flats_score_as_the_one_call_kernel(path):
+    """_kq.pack_flats_f32 once, then _kq.flat_class_scores_packed on several row sets
+    (what KQModel keeps between chunks): the same bits as flat_class_scores_f32, which
+    packs every call; a packed array of the wrong size or layout is refused."""
+    rng = np.random.default_rng(5)
+    C, k, q, d = 3, 5, 4, 11
+    W = _orthonormal_flats(rng, C * k, q, d)
+    centres = rng.standard_normal((C * k, d))
+    avx2 = _kq.flats32_avx2(path)
+    packed = np.empty(_kq.packed_flats_size(C * k, q, d, avx2), dtype=np.float32)
+    cmax = _kq.pack_flats_f32(W, centres, q, avx2, packed)
+    assert cmax == np.sqrt((centres ** 2).sum(1)).max()
+    for n in (1, 37, 300):
+        X = rng.standard_normal((n, d))
+        want, want_bound = np.empty((n, C)), np.empty(n)
+        _kq.flat_class_scores_f32(X, W, centres, q, k, want, want_bound, 64, path)
+        got, bound = np.empty((n, C)), np.empty(n)
+        _kq.flat_class_scores_packed(X, packed, C * k, q, k, cmax, avx2, got, bound, 64)
+        assert np.array_equal(got, want) and np.array_equal(bound, want_bound)
+    with pytest.raises(ValueError, match="packed flats have"):
+        _kq.flat_class_scores_packed(X, packed[:-1], C * k, q, k, cmax, avx2, got, bound)
+    with pytest.raises(ValueError, match="packed has"):
+        _kq.pack_flats_f32(W, centres, q, avx2, packed[:-1])
+    with pytest.raises(ValueError, match="not classes of k"):
+        _kq.flat_class_scores_packed(X, packed, C * k, q, 4, cmax, avx2, got, bound)
+    with pytest.raises(ValueError, match="cmax"):
+        _kq.flat_class_scores_packed(X, packed, C * k, q, k, np.nan, avx2, got, bound)
+    with pytest.raises(ValueError, match="centres have shape"):
+        _kq.pack_flats_f32(W, centres[:-1], q, avx2, packed)
+    with pytest.raises(ValueError, match="path"):
+        _kq.flats32_avx2(2)
+
 def _rows_left_open(monkeypatch) -> list:
     """The row counts the single-precision labels hand to the double path
     (KQModel._mean_scores), one entry a call, recorded from now on."""
@@ -1063,6 +1099,13 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
         # sphere, -Z 1; the kernel's own range guard is tested in
         # test_single_precision_class_scores_are_within_their_bound)
         assert len(opened) <= 1 and sum(opened) < Xt.shape[0] // 4, (trial, opened)
+        # again from the flats packed by the first call; a pickled copy leaves the
+        # packed flats behind and packs its own
+        assert model._packed
+        np.testing.assert_array_equal(model.predict_labels(rows), expected)
+        copy = pickle.loads(pickle.dumps(model))
+        assert copy._packed is None and copy._flats_of_class is None
+        np.testing.assert_array_equal(copy.predict_labels(rows), expected)
     # a row exactly on the boundary of two mirror-image classes: always left open
     Q = np.linalg.qr(np.random.default_rng(3).standard_normal((6, 6)))[0]
     c = 3 * Q[2]
