@@ -27,7 +27,7 @@
 #            Z (footnote 2, vectorised); only those metrics are recomputed with the
 #            current F_m, and each is updated if it still violates its margin.
 from libc.stdlib cimport malloc, free
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from libc.math cimport INFINITY, NAN, sqrt
 from scipy.linalg.cython_blas cimport dgemm, dgemv, dger, dsyrk, sgemm
 from scipy.linalg.cython_lapack cimport dsyevr, dlamch
@@ -46,6 +46,13 @@ cdef extern from "_small_eigh.h" nogil:
                               double* work, int* iwork, int path)
     long lcoding_top_eigh_work(long n)
 
+cdef extern from "_csr_dense.h" nogil:
+    # CSR rows times a dense matrix in scipy's summation order
+    int lcoding_csr_dense_avx2_ok(int path)
+    void lcoding_csr_dense(const int64_t* indptr, const int32_t* indices, const double* data,
+                           Py_ssize_t r0, Py_ssize_t r1, const double* B, Py_ssize_t p,
+                           double* out, int avx2)
+
 cdef extern from "_flats32.h" nogil:
     # the single-precision scores: the fused AVX2 pass, or the passes after sgemm
     int lcoding_flats32_avx2(int path)
@@ -56,6 +63,40 @@ cdef extern from "_flats32.h" nogil:
     int lcoding_flat_scores_fused(const float* At, Py_ssize_t groups, Py_ssize_t q,
                                   Py_ssize_t d1, const float* xa, const float* xx,
                                   Py_ssize_t n, float* score, Py_ssize_t Mp, int avx2)
+
+
+def csr_times_dense(const int64_t[::1] indptr,     # IN CSR rows (validated: sorted,
+                    const int32_t[::1] indices,    #    indices < B's rows)
+                    const double[::1] data,
+                    Py_ssize_t r0, Py_ssize_t r1,  # IN the rows r0 .. r1 - 1
+                    const double[:, ::1] B,        # IN (features, p)
+                    double[:, ::1] out,            # OUT (r1 - r0, p)
+                    int path=0):
+    """``out = X[r0:r1] @ B`` for the CSR rows X, each output summed from 0 in the
+    rows' storage order, a product then a sum -- scipy's ``csr_matvecs`` order, so
+    the values are the bits ``X @ B`` gives (``_csr_dense.h``; AVX2 with ``path`` 0
+    where the CPU has it, the plain loop with ``path`` 1: the same bits)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, p = B.shape[1]
+    cdef int avx2
+    if path not in (0, 1):
+        raise ValueError(f"path must be 0 or 1, got {path}")
+    if not (0 <= r0 <= r1 <= n):
+        raise ValueError(f"rows {r0} .. {r1} outside the {n} rows")
+    if out.shape[0] != r1 - r0 or out.shape[1] != p:
+        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected "
+                         f"({r1 - r0}, {p})")
+    if r1 == r0 or p == 0:
+        return
+    if B.shape[0] == 0:             # no features: every row is empty
+        out[:, :] = 0.0
+        return
+    if indptr[r0] < 0 or indptr[r1] > min(indices.shape[0], data.shape[0]):
+        raise ValueError(f"indptr[{r0}:{r1 + 1}] points outside the {data.shape[0]} values")
+    avx2 = lcoding_csr_dense_avx2_ok(path)
+    with nogil:
+        lcoding_csr_dense(&indptr[0], &indices[0] if indices.shape[0] else NULL,
+                          &data[0] if data.shape[0] else NULL, r0, r1, &B[0, 0], p,
+                          &out[0, 0], avx2)
 
 
 def metric_norms(const double[:, ::1] X,   # IN (n, d) rows (preprocessed, dense)

@@ -1025,6 +1025,50 @@ def test_single_precision_class_scores_are_within_their_bound(path):
 
 
 
+
+@pytest.mark.parametrize("path", [0, 1])
+def test_csr_times_dense_keeps_scipys_bits(path):
+    """_kq.csr_times_dense (the PCA's product): the bits of scipy's ``X @ B`` and of
+    the storage-order sums it defines (a product, then a sum), for widths around the
+    AVX2 loop's vectors of four and passes of 32, empty rows, a row range; bad
+    arguments refused."""
+    rng = np.random.default_rng(8)
+    X = sp.random(40, 30, density=0.4, format="csr", random_state=3)
+    X.data = rng.standard_normal(X.data.size) * 10.0 ** rng.integers(-8, 8, X.data.size)
+    X.data[X.indptr[5]:X.indptr[6]] = 0.0         # an empty row
+    X.eliminate_zeros()
+    indptr, indices = X.indptr.astype(np.int64), X.indices.astype(np.int32)
+    for p in (1, 2, 3, 4, 5, 15, 16, 17, 31, 32, 33, 50, 64, 70):
+        B = rng.standard_normal((30, p)) * 10.0 ** rng.integers(-8, 8, (30, p))
+        got = np.empty((40, p))
+        _kq.csr_times_dense(indptr, indices, X.data, 0, 40, B, got, path)
+        reference = np.zeros((40, p))
+        for i in range(40):
+            for jj in range(indptr[i], indptr[i + 1]):
+                reference[i] = reference[i] + X.data[jj] * B[indices[jj]]
+        assert np.array_equal(got, reference), p
+        assert np.array_equal(got, np.asarray(X @ B)), p
+        part = np.empty((7, p))
+        _kq.csr_times_dense(indptr, indices, X.data, 3, 10, B, part, path)
+        assert np.array_equal(part, reference[3:10])
+    assert not got[5].any()
+    with pytest.raises(ValueError, match="out has shape"):
+        _kq.csr_times_dense(indptr, indices, X.data, 0, 40, B, np.empty((39, B.shape[1])))
+    with pytest.raises(ValueError, match="outside"):
+        _kq.csr_times_dense(indptr, indices, X.data, 0, 41, B, np.empty((41, B.shape[1])))
+    with pytest.raises(ValueError, match="points outside"):
+        _kq.csr_times_dense(indptr, indices[:-1], X.data[:-1], 0, 40, B, got)
+    with pytest.raises(ValueError, match="path"):
+        _kq.csr_times_dense(indptr, indices, X.data, 0, 40, B, got, 2)
+    # the preprocessing's own check: an index past its features
+    pre = KQPreprocess(4, np.zeros(4), np.eye(2, 4), sphere=False)
+    bad = as_rows(sp.csr_matrix(np.eye(3, 4)))
+    np.testing.assert_array_equal(pre.transform(bad), np.eye(3, 4)[:, :2])
+    from lcoding.core.rows import Rows
+    with pytest.raises(ValueError, match="feature index 9"):
+        pre.transform(Rows(np.ones(1), np.array([8], dtype=np.int32),
+                           np.array([0, 1], dtype=np.int64), 4))
+
 @pytest.mark.parametrize("path", [0, 1])
 def test_packed_flats_score_as_the_one_call_kernel(path):
     """_kq.pack_flats_f32 once, then _kq.flat_class_scores_packed on several row sets
