@@ -547,7 +547,7 @@ class KQModel(Model):
     _contractive_flats = None
     _flats_of_class = None      # _class_flats' copy (code editing metrics in place resets these)
     _metrics_as_flats = None    # _single_flats' for the metrics: scaled rows, zero centres
-    _packed = None              # _packed_flats' float slices, by (class or -1, r0, r1)
+    _packed = None              # _packed_flats' float slices, by (class or -1, r0, r1); reset too
 
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
                  k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote"):
@@ -895,8 +895,8 @@ class KQModel(Model):
 
     def _class_scores_single(self, X: np.ndarray, restart: int):
         """(n, nr_class) class scores of restart ``restart`` in single precision and
-        (n,) the bound on their distance to the exact ones
-        (:func:`lcoding.methods._kq.flat_class_scores_f32`), in chunks of rows."""
+        (n,) the bound on their distance to the exact ones (the flats of
+        :meth:`_single_flats`, packed: :meth:`_packed_flats`), in chunks of rows."""
         out = np.empty((X.shape[0], self.nr_class))
         bound = np.empty(X.shape[0])
         step = _row_chunk(self.nr_class * self.k * (self.q + 1), X.shape[1])

@@ -967,7 +967,7 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     assert early > 0                    # some rows were decided before the last restart
     # flats that stretch (a hand-made file): no early decision, the same labels
     model.metrics *= 3.0
-    model._contractive_flats = model._flats_of_class = None
+    model._contractive_flats = model._flats_of_class = model._packed = None
     expected = model.labels_from_values(model.decision_values(rows))
     scored.clear()
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
@@ -1164,7 +1164,7 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
     assert opened == [1]
     # stretching flats: the double path only
     model.metrics *= 3.0
-    model._contractive_flats = model._flats_of_class = None
+    model._contractive_flats = model._flats_of_class = model._packed = None
     assert not model._single_precision_ok()
     expected = model.labels_from_values(model.decision_values(rows))
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
