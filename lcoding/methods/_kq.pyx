@@ -65,8 +65,8 @@ cdef extern from "_flats32.h" nogil:
                                   Py_ssize_t n, float* score, Py_ssize_t Mp, int avx2)
 
 
-def csr_times_dense(const int64_t[::1] indptr,     # IN CSR rows (validated: sorted,
-                    const int32_t[::1] indices,    #    indices < B's rows)
+def csr_times_dense(const int64_t[::1] indptr,     # IN CSR rows (the caller checks
+                    const int32_t[::1] indices,    #    every index < B's rows)
                     const double[::1] data,
                     Py_ssize_t r0, Py_ssize_t r1,  # IN the rows r0 .. r1 - 1
                     const double[:, ::1] B,        # IN (features, p)
