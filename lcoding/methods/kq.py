@@ -545,9 +545,9 @@ class KQModel(Model):
     # it did, and finds out on first use whether its flats are contractive
     restart_rule = "vote"
     _contractive_flats = None
-    _flats_of_class = None      # _class_flats' copy (code editing metrics in place resets these)
     _metrics_as_flats = None    # _single_flats' for the metrics: scaled rows, zero centres
-    _packed = None              # _packed_flats' float slices, by (class or -1, r0, r1); reset too
+    _packed = None              # _bound_pack's float slices (code editing metrics in place
+                                # resets these)
 
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
                  k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote"):
@@ -578,15 +578,14 @@ class KQModel(Model):
         self.centres = centres
         self.restart_rule = _checked_restart_rule(restart_rule)
         self._contractive_flats = None      # computed on first use (_contractive)
-        self._flats_of_class = None         # ... and _class_flats'
         self._metrics_as_flats = None       # ... and _single_flats' for the metrics
-        self._packed = None                 # ... and _packed_flats'
+        self._packed = None                 # ... and _bound_pack's
 
     def __getstate__(self):
         # what prediction derives from the flats is rebuilt on first use, not
         # shipped (to Dask's workers: the packed floats alone are ~2x the metrics')
         state = dict(self.__dict__)
-        for key in ("_contractive_flats", "_flats_of_class", "_metrics_as_flats", "_packed"):
+        for key in ("_contractive_flats", "_metrics_as_flats", "_packed"):
             state[key] = None
         return state
 
@@ -744,21 +743,23 @@ class KQModel(Model):
         two classes or more).  A class's score in a restart is at most 0, so a class
         whose sum over the restarts scored so far is below the lead's total over all
         restarts can never win, and its later restarts are not scored.  In chunks of
-        :data:`BOUND_CHUNK` rows:
+        :data:`BOUND_CHUNK` rows, one kernel call a chunk
+        (:func:`lcoding.methods._kq.bound_labels_packed`, the flats packed once:
+        :meth:`_bound_pack`):
 
-        1. restart 0, every class (:meth:`_class_scores_single`);
+        1. restart 0, every class;
         2. each row's leading class there: its scores in every other restart, so its
-           total is known (one kernel call per leading class, the class's flats of
-           those restarts side by side: :meth:`_class_flats`);
+           total is known (the rows grouped by their lead, the class's flats of those
+           restarts side by side);
         3. restart by restart, the other classes still in the running (their sum plus
            its bound at least the lead's total less its bound): their scores in that
-           restart (one call per class and restart, on the rows where it runs);
+           restart (class by class, on the rows where it runs);
         4. a row is decided when no other class is left, or when the best of those
            left after the last restart leads the others by more than their summed
            bounds.
 
         Every score in single precision is within its row's bound of the exact one
-        (:func:`lcoding.methods._kq.flat_class_scores_f32`; the bound also holds the
+        (:func:`lcoding.methods._kq.flat_class_scores_packed`; the bound also holds the
         double path's rounding), and the sums add those bounds, so a decided row's
         class is the exact mean's argmax, which the double path computes.  Rows left
         open (near-ties within the bounds, magnitudes outside float's range) are
@@ -785,126 +786,52 @@ class KQModel(Model):
         return winners
 
     def _bound_labels_chunk(self, X: np.ndarray):
-        """:meth:`_bound_labels` on one chunk of rows: class indices, -1 where a row
-        is left open; None for a NaN score.  The classes in the running after restart
-        0 are kept as (row, class) pairs, sorted by class: a few a row."""
-        n, W = X.shape[0], self.n_restarts
-        at = np.arange(n)
-        part, bound0 = self._class_scores_single(X, 0)       # restart 0: every class
-        if np.isnan(part).any():
-            return None
-        lead = np.argmax(part, axis=1)
-        lead_total, lead_err = part[at, lead].copy(), bound0.copy()
-        if W > 1:
-            for c, rows in _groups(lead):
-                scores, bound = self._class_restart_scores(X[rows], c, 1, W)
-                for r in range(W - 1):                     # in restart order
-                    lead_total[rows] += scores[:, r]
-                lead_err[rows] += (W - 1) * bound
-            if np.isnan(lead_total).any():
-                return None
-        floor = lead_total - lead_err       # the lead's exact total is at least this
-        # a class may still reach the lead's total while its sum + bound (the later
-        # restarts add at most 0), with a rounding slack of the sums in double, does
-        # (here the row's largest magnitude for every class: one comparison a score)
-        alive = part >= (floor - bound0 - _slack(np.abs(part).max(axis=1), lead_total))[:, None]
-        alive[at, lead] = False
-        pair_class, pair_row = np.nonzero(alive.T)
-        pair_sum, pair_err = part[pair_row, pair_class], bound0[pair_row]
-        for r in range(1, W):
-            if not pair_row.size:
-                break
-            for c, span in _runs(pair_class):
-                scores, bound = self._class_restart_scores(X[pair_row[span]], c, r, r + 1)
-                pair_sum[span] += scores[:, 0]
-                pair_err[span] += bound
-            if np.isnan(pair_sum).any():
-                return None
-            keep = (pair_sum + pair_err + _slack(pair_sum, lead_total[pair_row])
-                    >= floor[pair_row])
-            pair_row, pair_class = pair_row[keep], pair_class[keep]
-            pair_sum, pair_err = pair_sum[keep], pair_err[keep]
-        winners = lead
-        if pair_row.size:
-            # the classes left after the last restart have their totals (within their
-            # bounds): the best of them and the lead wins if it clears every other's
-            open_rows, slot = np.unique(pair_row, return_inverse=True)
-            m, C = open_rows.size, self.nr_class
-            total, bounds = np.full((m, C), -np.inf), np.zeros((m, C))
-            total[slot, pair_class], bounds[slot, pair_class] = pair_sum, pair_err
-            mine = np.arange(m)
-            total[mine, lead[open_rows]] = lead_total[open_rows]
-            bounds[mine, lead[open_rows]] = lead_err[open_rows]
-            best = np.argmax(total, axis=1)
-            low = total[mine, best] - bounds[mine, best]
-            high = total + bounds
-            high[mine, best] = -np.inf
-            rival = high.max(axis=1)
-            decided = low - _slack(total[mine, best], rival) > rival
-            winners[open_rows] = np.where(decided, best, -1)
-        return winners
+        """:meth:`_bound_labels` on one chunk of rows
+        (:func:`lcoding.methods._kq.bound_labels_packed`, one call): class indices, -1
+        where a row is left open; None for a NaN score."""
+        packed, offsets, cmaxes, avx2 = self._bound_pack()
+        winners = np.empty(X.shape[0], dtype=np.int64)
+        nan, _ = _kq.bound_labels_packed(X, packed, offsets, cmaxes, self.nr_class, self.k,
+                                         self.q, self.n_restarts, avx2, winners)
+        return None if nan else winners
 
     def _class_flats(self, c: int):
         """Class ``c``'s flats in every restart, restart after restart: bases (W k q,
         d) and centres (W k, d), so that restarts r0 .. r1 - 1 are one slice (one
-        kernel call scores them as r1 - r0 classes of k flats).  Built on first use."""
-        if self._flats_of_class is None:
-            W, C, k, q, d = self.n_restarts, self.nr_class, self.k, self.q, self.dim
-            bases = self.metrics.reshape(W, C, k * q, d)
-            centres = self.centres.reshape(W, C, k, d)
-            self._flats_of_class = [
-                (np.ascontiguousarray(bases[:, m].reshape(W * k * q, d)),
-                 np.ascontiguousarray(centres[:, m].reshape(W * k, d))) for m in range(C)]
-        return self._flats_of_class[c]
+        kernel call scores them as r1 - r0 classes of k flats)."""
+        W, C, k, q, d = self.n_restarts, self.nr_class, self.k, self.q, self.dim
+        bases = self.metrics.reshape(W, C, k * q, d)
+        centres = self.centres.reshape(W, C, k, d)
+        return (np.ascontiguousarray(bases[:, c].reshape(W * k * q, d)),
+                np.ascontiguousarray(centres[:, c].reshape(W * k, d)))
 
-    def _packed_flats(self, c: int, r0: int, r1: int):
-        """Class ``c``'s flats of restarts r0 .. r1 - 1 (``c`` -1: every class's flats
-        of restart ``r0``, :meth:`_single_flats`) packed for the single-precision
-        kernel (:func:`lcoding.methods._kq.pack_flats_f32`): ``(packed, M, cmax,
-        avx2)``.  Packed on first use and kept: the branch and bound asks for the same
-        slices chunk after chunk (usps: ~50 calls a chunk, each repacking 17-62 us)."""
+    def _bound_pack(self):
+        """The flats :func:`lcoding.methods._kq.bound_labels_packed` scores, packed
+        for the single-precision kernel (:func:`lcoding.methods._kq.pack_flats_f32`)
+        into one array: ``(packed, offsets, cmaxes, avx2)``.  Slice 0: restart 0 of
+        every class (:meth:`_single_flats`); with W > 1 restarts then each class's
+        restarts 1 .. W - 1 side by side (the lead's), then each class's restart r
+        alone (a class in the running).  Packed on first use and kept (not pickled):
+        the same slices serve every chunk of rows."""
         if self._packed is None:
-            self._packed = {}
-        key = (c, r0, r1)
-        if key not in self._packed:
-            if c < 0:
-                bases, centres = self._single_flats(r0)
-            else:
-                bases, centres = self._class_flats(c)
-                kq, k = self.k * self.q, self.k
-                bases, centres = bases[r0 * kq:r1 * kq], centres[r0 * k:r1 * k]
+            W, C, k, q = self.n_restarts, self.nr_class, self.k, self.q
+            slices = [self._single_flats(0)]
+            if W > 1:
+                per_class = [self._class_flats(c) for c in range(C)]
+                slices += [(bases[k * q:], centres[k:]) for bases, centres in per_class]
+                slices += [(bases[r * k * q:(r + 1) * k * q], centres[r * k:(r + 1) * k])
+                           for bases, centres in per_class for r in range(1, W)]
             avx2 = _kq.flats32_avx2()
-            packed = np.empty(_kq.packed_flats_size(centres.shape[0], self.q, self.dim, avx2),
-                              dtype=np.float32)
-            cmax = _kq.pack_flats_f32(bases, centres, self.q, avx2, packed)
-            self._packed[key] = (packed, centres.shape[0], cmax, avx2)
-        return self._packed[key]
-
-    def _scores_packed(self, X: np.ndarray, c: int, r0: int, r1: int, out: np.ndarray,
-                       bound: np.ndarray) -> None:
-        packed, M, cmax, avx2 = self._packed_flats(c, r0, r1)
-        _kq.flat_class_scores_packed(X, packed, M, self.q, self.k, cmax, avx2, out, bound)
-
-    def _class_restart_scores(self, X: np.ndarray, c: int, r0: int, r1: int):
-        """(n, r1 - r0) class ``c``'s scores in restarts r0 .. r1 - 1 in single
-        precision, and (n,) the bound on their distance to the exact ones."""
-        out = np.empty((X.shape[0], r1 - r0))
-        bound = np.empty(X.shape[0])
-        self._scores_packed(X, c, r0, r1, out, bound)
-        return out, bound
-
-    def _class_scores_single(self, X: np.ndarray, restart: int):
-        """(n, nr_class) class scores of restart ``restart`` in single precision and
-        (n,) the bound on their distance to the exact ones (the flats of
-        :meth:`_single_flats`, packed: :meth:`_packed_flats`), in chunks of rows."""
-        out = np.empty((X.shape[0], self.nr_class))
-        bound = np.empty(X.shape[0])
-        step = _row_chunk(self.nr_class * self.k * (self.q + 1), X.shape[1])
-        for a in range(0, X.shape[0], step):
-            check_stop()
-            self._scores_packed(X[a:a + step], -1, restart, restart + 1, out[a:a + step],
-                                bound[a:a + step])
-        return out, bound
+            sizes = [_kq.packed_flats_size(centres.shape[0], q, self.dim, avx2)
+                     for _, centres in slices]
+            offsets = np.concatenate(([0], np.cumsum(sizes))).astype(np.int64)
+            packed = np.empty(int(offsets[-1]), dtype=np.float32)
+            cmaxes = np.array([_kq.pack_flats_f32(np.ascontiguousarray(bases),
+                                                  np.ascontiguousarray(centres), q, avx2,
+                                                  packed[offsets[s]:offsets[s + 1]])
+                               for s, (bases, centres) in enumerate(slices)])
+            self._packed = (packed, offsets, cmaxes, avx2)
+        return self._packed
 
     def _vote_labels(self, X: np.ndarray):
         """Class indices of the argmax of :meth:`_values_of`'s values, restart by

@@ -928,6 +928,22 @@ def _noisy_flats(seed, n_class, per_class, noise, W, trial):
     return X, model, rows, model.labels_from_values(model.decision_values(rows))
 
 
+def _bound_scores_counted(monkeypatch) -> list:
+    """The class-and-restart scores (rows x classes x restarts) of every
+    _kq.bound_labels_packed call (KQModel's branch and bound, a call a chunk of
+    rows), recorded from now on."""
+    from lcoding.methods import _kq
+    scored = []
+    real = _kq.bound_labels_packed
+
+    def counting(*args):
+        nan, n_scored = real(*args)
+        scored.append(n_scored)
+        return nan, n_scored
+    monkeypatch.setattr(_kq, "bound_labels_packed", counting)
+    return scored
+
+
 def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     """The affine flats' mean of restarts: predict_labels gives the labels of the
     decision values exactly (several data sets, classes, restarts and seeds), scores
@@ -936,42 +952,33 @@ def test_mean_labels_decide_early_and_equal_the_full_rule(monkeypatch):
     takes the checked path."""
     from lcoding.methods import kq as kq_module
     real = kq_module.KQModel.class_scores
-    real_single = kq_module.KQModel._class_scores_single
-    real_class = kq_module.KQModel._class_restart_scores
-    scored = []             # class-and-restart scores, in rows x classes x restarts
+    scored = _bound_scores_counted(monkeypatch)     # single precision
+    double = []                                     # and double: rows x classes
 
     def counting(self, Z, restart=0):
-        scored.append(Z.shape[0] * self.nr_class)
+        double.append(Z.shape[0] * self.nr_class)
         return real(self, Z, restart)
-
-    def counting_single(self, Z, restart):
-        scored.append(Z.shape[0] * self.nr_class)
-        return real_single(self, Z, restart)
-
-    def counting_class(self, Z, c, r0, r1):
-        scored.append(Z.shape[0] * (r1 - r0))
-        return real_class(self, Z, c, r0, r1)
     monkeypatch.setattr(kq_module.KQModel, "class_scores", counting)
-    monkeypatch.setattr(kq_module.KQModel, "_class_scores_single", counting_single)
-    monkeypatch.setattr(kq_module.KQModel, "_class_restart_scores", counting_class)
     early = 0
     for trial, (n_class, W, noise) in enumerate([(3, 5, 0.3), (4, 2, 0.6), (5, 6, 0.2),
                                                  (2, 4, 0.4), (6, 3, 1.0)]):
         X, model, rows, expected = _noisy_flats(40 + trial, n_class, 60, noise, W, trial)
         assert model.restart_rule == "mean"
         scored.clear()
+        double.clear()
         np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
-        assert scored[0] == X.shape[0] * n_class          # restart 0: every row and class
-        assert sum(scored) <= W * n_class * X.shape[0]
-        early += W * n_class * X.shape[0] - sum(scored)
+        # restart 0 scores every row and class, the rest fewer than all
+        assert X.shape[0] * n_class <= sum(scored) <= W * n_class * X.shape[0]
+        early += W * n_class * X.shape[0] - sum(scored) - sum(double)
     assert early > 0                    # some rows were decided before the last restart
     # flats that stretch (a hand-made file): no early decision, the same labels
     model.metrics *= 3.0
-    model._contractive_flats = model._flats_of_class = model._packed = None
+    model._contractive_flats = model._packed = None
     expected = model.labels_from_values(model.decision_values(rows))
     scored.clear()
+    double.clear()
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
-    assert sum(scored) == W * model.nr_class * X.shape[0]
+    assert not scored and sum(double) == W * model.nr_class * X.shape[0]
 
     _assert_nan_score_raises(monkeypatch, model, rows, real)
 
@@ -1148,7 +1155,7 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
         assert model._packed
         np.testing.assert_array_equal(model.predict_labels(rows), expected)
         copy = pickle.loads(pickle.dumps(model))
-        assert copy._packed is None and copy._flats_of_class is None
+        assert copy._packed is None
         np.testing.assert_array_equal(copy.predict_labels(rows), expected)
     # a row exactly on the boundary of two mirror-image classes: always left open
     Q = np.linalg.qr(np.random.default_rng(3).standard_normal((6, 6)))[0]
@@ -1164,7 +1171,7 @@ def test_single_precision_labels_equal_the_double_path(monkeypatch):
     assert opened == [1]
     # stretching flats: the double path only
     model.metrics *= 3.0
-    model._contractive_flats = model._flats_of_class = model._packed = None
+    model._contractive_flats = model._packed = None
     assert not model._single_precision_ok()
     expected = model.labels_from_values(model.decision_values(rows))
     np.testing.assert_array_equal(model.predict_labels(rows), expected)
@@ -1209,45 +1216,39 @@ def test_metrics_labels_in_single_precision_equal_the_double_path(monkeypatch):
 
 def test_branch_and_bound_labels_score_less_and_equal_the_full_rule(monkeypatch):
     """The single-precision path's branch and bound over classes and restarts
-    (KQModel._bound_labels): the labels of the decision values exactly (3-10 classes,
-    2-6 restarts, chunks of 50 rows), with far fewer class-and-restart scores than
-    every class in every restart where there are many classes; a NaN score in restart
-    0 or later takes the checked path (a ValueError where the double scores are NaN
+    (KQModel._bound_labels, _kq.bound_labels_packed): the labels of the decision values
+    exactly (3-10 classes, 2-6 restarts, chunks of 50 rows), with far fewer
+    class-and-restart scores than every class in every restart where there are many
+    classes; a NaN score in restart 0, in the lead's restarts or in a class still in
+    the running takes the checked path (a ValueError where the double scores are NaN
     too, never a label)."""
     from lcoding.methods import kq as kq_module
     monkeypatch.setattr(kq_module, "BOUND_CHUNK", 50)
-    scored = []
-    real = kq_module.KQModel._class_restart_scores
-
-    def counting(self, X, c, r0, r1):
-        scored.append(X.shape[0] * (r1 - r0))
-        return real(self, X, c, r0, r1)
-    monkeypatch.setattr(kq_module.KQModel, "_class_restart_scores", counting)
+    scored = _bound_scores_counted(monkeypatch)
     for trial, (n_class, W, noise) in enumerate([(8, 5, 0.3), (6, 3, 0.8), (10, 6, 0.2),
                                                  (3, 2, 0.5), (7, 4, 1.5)]):
         X, model, rows, expected = _noisy_flats(80 + trial, n_class, 40, noise, W, trial)
         assert model._single_precision_ok()
         scored.clear()
         np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(trial))
+        assert len(scored) == -(-X.shape[0] // 50)          # a call a chunk
         # restarts 1 .. W-1: the lead's, and a few classes still in the running
-        assert 0 < sum(scored) <= (W - 1) * n_class * X.shape[0]
+        later = sum(scored) - n_class * X.shape[0]
+        assert 0 < later <= (W - 1) * n_class * X.shape[0]
         if n_class >= 6:
             # (noisy classes keep more in the running: 36-75 % here; letter 15 %)
-            assert sum(scored) < 0.8 * (W - 1) * n_class * X.shape[0], trial
+            assert later < 0.8 * (W - 1) * n_class * X.shape[0], trial
 
-    for where in ("first", "later"):
-        name = "_class_scores_single" if where == "first" else "_class_restart_scores"
-        inner = getattr(kq_module.KQModel, name)
-
-        def nan_row(self, *args, inner=inner):
-            out, bound = inner(self, *args)
-            out[0, 0] = np.nan
-            return out, bound
-        with monkeypatch.context() as patch:
-            # a NaN in single precision hands the rows to the checked path, whose
-            # double-precision scores are finite here: the same labels
-            patch.setattr(kq_module.KQModel, name, nan_row)
-            np.testing.assert_array_equal(model.predict_labels(rows), expected)
+    # NaN flats in single precision (the packed floats edited): restart 0's, the
+    # lead's later restarts', or the later restarts of the classes in the running --
+    # the rows go to the checked path, whose double-precision scores are finite here:
+    # the same labels
+    C = model.nr_class
+    for first, last in ((0, 1), (1, 1 + C), (1 + C, 1 + C + C * (W - 1))):
+        model._packed = None
+        packed, offsets, _, _ = model._bound_pack()
+        packed[offsets[first]:offsets[last]] = np.nan
+        np.testing.assert_array_equal(model.predict_labels(rows), expected, err_msg=str(first))
     # NaN in both precisions (a model file whose flats overflow on these rows): the
     # checked path names it
     real_double = kq_module.KQModel.class_scores
@@ -1256,16 +1257,40 @@ def test_branch_and_bound_labels_score_less_and_equal_the_full_rule(monkeypatch)
         out = real_double(self, Z, restart)
         out[0, 0] = np.nan
         return out
-    inner = kq_module.KQModel._class_scores_single
-
-    def nan_single(self, *args):
-        out, bound = inner(self, *args)
-        out[0, 0] = np.nan
-        return out, bound
-    monkeypatch.setattr(kq_module.KQModel, "_class_scores_single", nan_single)
+    model._packed = None
+    packed, offsets, _, _ = model._bound_pack()
+    packed[:offsets[1]] = np.nan
     monkeypatch.setattr(kq_module.KQModel, "class_scores", nan_double)
     with pytest.raises(ValueError, match="NaN"):
         model.predict_labels(rows)
+
+
+def test_bound_labels_packed_refuses_inconsistent_slices():
+    """_kq.bound_labels_packed checks its slices against the classes, restarts and
+    flats it is told: their count, sizes, offsets and centre norms, and the output's
+    length."""
+    from lcoding.methods import _kq
+    X, model, rows, _ = _noisy_flats(7, 3, 20, 0.3, 3, 0)
+    Z = model.preprocess.transform(rows)
+    packed, offsets, cmaxes, avx2 = model._bound_pack()
+    C, k, q, W = model.nr_class, model.k, model.q, model.n_restarts
+    winners = np.empty(Z.shape[0], dtype=np.int64)
+    assert _kq.bound_labels_packed(Z, packed, offsets, cmaxes, C, k, q, W, avx2,
+                                   winners)[0] == 0
+    with pytest.raises(ValueError, match="offsets"):
+        _kq.bound_labels_packed(Z, packed, offsets, cmaxes, C, k, q, W + 1, avx2, winners)
+    with pytest.raises(ValueError, match="slice 0"):
+        _kq.bound_labels_packed(Z, packed, offsets, cmaxes, C, k + 8, q, W, avx2, winners)
+    with pytest.raises(ValueError, match="offsets run"):
+        _kq.bound_labels_packed(Z, packed[:-1], offsets, cmaxes, C, k, q, W, avx2, winners)
+    bad = cmaxes.copy()
+    bad[2] = np.inf
+    with pytest.raises(ValueError, match="cmaxes"):
+        _kq.bound_labels_packed(Z, packed, offsets, bad, C, k, q, W, avx2, winners)
+    with pytest.raises(ValueError, match="winners"):
+        _kq.bound_labels_packed(Z, packed, offsets, cmaxes, C, k, q, W, avx2, winners[1:])
+    with pytest.raises(ValueError, match=">= 1"):
+        _kq.bound_labels_packed(Z, packed, offsets, cmaxes, C, 0, q, W, avx2, winners)
 
 
 @pytest.mark.slow
