@@ -579,7 +579,8 @@ cdef enum:
 
 
 cdef inline double _bb_slack(double a, double b) noexcept nogil:
-    # KQModel's _slack: the rounding slack of sums in double around a and b
+    # the rounding slack of sums in double that the branch and bound allows around
+    # a and b: 1e-9 of their magnitudes
     return 1e-9 * (fabs(a) + fabs(b)) + 1e-300
 
 

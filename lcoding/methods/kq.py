@@ -743,7 +743,8 @@ class KQModel(Model):
         two classes or more).  A class's score in a restart is at most 0, so a class
         whose sum over the restarts scored so far is below the lead's total over all
         restarts can never win, and its later restarts are not scored.  In chunks of
-        :data:`BOUND_CHUNK` rows, one kernel call a chunk
+        rows (at most :data:`BOUND_CHUNK`, and :data:`BOUND_CALL_WORK` multiply-adds
+        were every class scored in every restart), one kernel call a chunk
         (:func:`lcoding.methods._kq.bound_labels_packed`, the flats packed once:
         :meth:`_bound_pack`):
 
@@ -770,12 +771,14 @@ class KQModel(Model):
         5.9 us a row."""
         n = X.shape[0]
         winners = np.empty(n, dtype=np.int64)
-        for a in range(0, n, BOUND_CHUNK):
+        work = self.n_restarts * self.nr_class * self.k * (self.q + 1) * (self.dim + 1)
+        step = min(BOUND_CHUNK, max(256, BOUND_CALL_WORK // work // 256 * 256))
+        for a in range(0, n, step):
             check_stop()
-            chunk = self._bound_labels_chunk(X[a:a + BOUND_CHUNK])
+            chunk = self._bound_labels_chunk(X[a:a + step])
             if chunk is None:
                 return None
-            winners[a:a + BOUND_CHUNK] = chunk
+            winners[a:a + step] = chunk
         left = np.flatnonzero(winners < 0)
         if left.size:
             # what single precision left open (a few rows): the full rule
@@ -986,30 +989,6 @@ class KQModel(Model):
                 + (f", restart_rule={self.restart_rule!r}" if self.n_restarts > 1 else "") + ")")
 
 
-def _slack(a, b):
-    """The rounding slack of sums in double that :meth:`KQModel._bound_labels` allows
-    around ``a`` and ``b``: 1e-9 of their magnitudes."""
-    return 1e-9 * (np.abs(a) + np.abs(b)) + 1e-300
-
-
-def _groups(labels: np.ndarray):
-    """``(value, indices)`` for every value of an integer array, indices ascending."""
-    order = np.argsort(labels, kind="stable")
-    for value, span in _runs(labels[order]):
-        yield value, order[span]
-
-
-def _runs(sorted_values: np.ndarray):
-    """``(value, slice)`` for every run of equal values of a sorted integer array."""
-    if not sorted_values.size:
-        return
-    cuts = np.flatnonzero(sorted_values[1:] != sorted_values[:-1]) + 1
-    starts = np.concatenate(([0], cuts))
-    ends = np.concatenate((cuts, [sorted_values.size]))
-    for a, b in zip(starts.tolist(), ends.tolist()):
-        yield int(sorted_values[a]), slice(a, b)
-
-
 def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int,
                  centres: np.ndarray | None = None) -> np.ndarray:
     """(n, nr_class) ``max_j ||F_ij x||^2`` for metric rows W (C*k*q, d); with flat
@@ -1030,10 +1009,12 @@ def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int,
 # handed over in chunks of about this much work (a small fraction of a second on
 # MNIST-size data, whatever C k q), with a Ctrl-C check between chunks
 CALL_WORK = 1 << 27
-# rows per chunk of KQModel._bound_labels: its calls are per class and restart, on the
-# rows where a class is still in the running, so a chunk should hold many rows; its
-# (rows, classes) sums stay small (8192 x 26 doubles: 1.7 MB)
+# rows per chunk of KQModel._bound_labels, at most (one kernel call a chunk: its work
+# arrays stay small, 8192 x 26 doubles 1.7 MB each) ...
 BOUND_CHUNK = 8192
+# ... and at most this many multiply-adds for every class in every restart of a chunk
+# (~0.1 s at the fused pass's rate): a Ctrl-C waits for the call to end
+BOUND_CALL_WORK = 1 << 32
 
 
 def _row_chunk(width: int, d: int) -> int:

@@ -1238,6 +1238,15 @@ def test_branch_and_bound_labels_score_less_and_equal_the_full_rule(monkeypatch)
         if n_class >= 6:
             # (noisy classes keep more in the running: 36-75 % here; letter 15 %)
             assert later < 0.8 * (W - 1) * n_class * X.shape[0], trial
+    # the chunks follow the work too (a Ctrl-C waits for one call): at most
+    # BOUND_CALL_WORK multiply-adds were every class scored in every restart
+    monkeypatch.setattr(kq_module, "BOUND_CHUNK", 8192)
+    work = W * n_class * model.k * (model.q + 1) * (model.dim + 1)
+    monkeypatch.setattr(kq_module, "BOUND_CALL_WORK", 300 * work)
+    more = as_rows(np.vstack([X, X, X]))
+    scored.clear()
+    np.testing.assert_array_equal(model.predict_labels(more), np.tile(expected, 3))
+    assert len(scored) == -(-3 * X.shape[0] // 256)       # chunks of 256 rows
 
     # NaN flats in single precision (the packed floats edited): restart 0's, the
     # lead's later restarts', or the later restarts of the classes in the running --
