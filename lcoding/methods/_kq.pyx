@@ -788,9 +788,13 @@ def bound_labels_packed(const double[:, ::1] X,      # IN (n, d) preprocessed ro
                     for j in range(C):
                         maxabs = max(maxabs, fabs(part[i * C + j]))
                     thr_row[i] = floor_[i] - bound0[i] - _bb_slack(maxabs, lead_total[i])
+                # (every comparison here is written so that a NaN -- an infinite
+                # bound plus a score that overflowed in float -- keeps the class in
+                # the running, and so leaves the row to the double path; the rows are
+                # beyond float's range, R ~ 1e19 and up)
                 for c in range(C):
                     for i in range(n):
-                        if c != lead[i] and part[i * C + c] >= thr_row[i]:
+                        if c != lead[i] and not (part[i * C + c] < thr_row[i]):
                             pair_row[n_pairs] = i
                             pair_class[n_pairs] = c
                             pair_sum[n_pairs] = part[i * C + c]
@@ -818,8 +822,8 @@ def bound_labels_packed(const double[:, ::1] X,      # IN (n, d) preprocessed ro
                         if pair_sum[j] != pair_sum[j]:
                             nan = 1
                         row = pair_row[j]
-                        if (pair_sum[j] + pair_err[j] + _bb_slack(pair_sum[j], lead_total[row])
-                                >= floor_[row]):
+                        if not (pair_sum[j] + pair_err[j] + _bb_slack(pair_sum[j], lead_total[row])
+                                < floor_[row]):
                             pair_row[kept] = row
                             pair_class[kept] = pair_class[j]
                             pair_sum[kept] = pair_sum[j]
@@ -856,6 +860,8 @@ def bound_labels_packed(const double[:, ::1] X,      # IN (n, d) preprocessed ro
                     for c in range(C):
                         if c != i:
                             h = tot[row * C + c] + bnd[row * C + c]
+                            if h != h:          # an infinite bound on an overflow
+                                h = INFINITY
                             if h > rival:
                                 rival = h
                     winners[row] = i if low - _bb_slack(tot[row * C + i], rival) > rival else -1

@@ -843,7 +843,8 @@ class KQModel(Model):
         the other restarts vote (the tie term of the values is below 1), so the later
         restarts score only the rows still open.  letter's vote of 5: most rows are
         unanimous after 3 restarts.  The open rows' values are summed in restart
-        order, as :meth:`_values_of` sums them.  None when a sum is NaN."""
+        order, as :meth:`_values_of` sums them.  None when a sum is NaN or a score
+        +inf."""
         n, n_class, W = X.shape[0], self.nr_class, self.n_restarts
         winners = np.empty(n, dtype=np.int64)
         # the open rows, their votes and score sums, kept compact: one gather a
@@ -853,7 +854,10 @@ class KQModel(Model):
         for r in range(W):
             scores = self.class_scores(Xo, r)
             total += scores
-            if np.isnan(total).any():       # a NaN score, or +inf and -inf summed
+            # a NaN score, or +inf and -inf summed; or a norm that overflowed to +inf
+            # (rows ~1e150 and up): its tie term s / (1 + s) is NaN in the values, so
+            # the checked path refuses the row rather than a vote among infinities
+            if np.isnan(total).any() or np.isposinf(scores).any():
                 return None
             votes[np.arange(open_rows.size), np.argmax(scores, axis=1)] += 1.0
             if r == W - 1 or n_class < 2:
