@@ -600,15 +600,16 @@ cdef void _bb_score_rows(const BoundScratch* S, const int64_t* rows, Py_ssize_t 
                          const float* A32, Py_ssize_t M, Py_ssize_t q, Py_ssize_t k,
                          Py_ssize_t d1, int avx2, double* out, double* row_bound,
                          double K, double cmax) noexcept nogil:
-    # the class scores (m, M / k) of the chunk's rows rows[0 .. m - 1] against one packed
-    # slice, block by block (the rows gathered), and each row's bound for the slice
+    # the class scores (m, M / k) of the chunk's rows rows[0 .. m - 1] (rows NULL: 0 ..
+    # m - 1) against one packed slice, block by block (the rows gathered), and each
+    # row's bound for the slice
     cdef Py_ssize_t a, b, i, u, C = M // k
     cdef int64_t row
     a = 0
     while a < m:
         b = min(a + BB_BLOCK, m)
         for i in range(b - a):
-            row = rows[a + i]
+            row = rows[a + i] if rows != NULL else a + i
             for u in range(d1):
                 S.xa_blk[i * d1 + u] = S.xa[row * d1 + u]
             S.xx_blk[i] = S.xx32[row]
@@ -738,10 +739,8 @@ def bound_labels_packed(const double[:, ::1] X,      # IN (n, d) preprocessed ro
             for i in range(n):
                 S.xx[i] = _sqnorm(X, i, d)
                 S.xx32[i] = <float>S.xx[i]
-            # 1. restart 0, every class, the rows in order
-            for i in range(n):
-                order[i] = i
-            _bb_score_rows(&S, order, n, &packed[offsets[0]], C * k, q, k, d1, avx2, part,
+            # 1. restart 0, every class
+            _bb_score_rows(&S, NULL, n, &packed[offsets[0]], C * k, q, k, d1, avx2, part,
                            bound0, K, cmaxes[0])
             scored += n * C
             for i in range(n * C):
