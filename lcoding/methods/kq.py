@@ -1088,6 +1088,25 @@ def check_kq_params(params: TrainParams, n_features: int | None) -> None:
         raise ValueError(f"-U {kp.mu1:g} / -V {kp.mu2:g}: the margins must have mu1 > mu2")
 
 
+def prediction_work(params: TrainParams, n_features: int, nnz_per_row: float,
+                    n_classes: int) -> float | None:
+    """Multiply-adds a row to score every class of the -s 40 / 41 model these options
+    train on rows of ``n_features`` features (``nnz_per_row`` stored values a row):
+    the PCA's ``nnz_per_row x l``, then per class, restart and cluster ``q`` products
+    of length ``l`` (the metric ``F x``; a flat's projection ``V^T x``) and, for an
+    affine flat, its centre's -- before the branch and bound prunes any (it prunes
+    about alike across sizes).  None for other solvers and for a kernel map's
+    options (their cost is the map's).  The selector's parsimony compares it."""
+    if int(params.solver_type) not in (KQ_METRICS, KQ_FLATS) or \
+            kernel_map_of(params) is not None:
+        return None
+    kp = KQParams.from_train_params(params)
+    dim = kp.pca_dim or n_features
+    per_cluster = (kp.q + (1 if kp.affine else 0)) * dim
+    pca = nnz_per_row * kp.pca_dim if kp.pca_dim else 0.0
+    return float(pca + n_classes * max(1, kp.restarts) * kp.clusters_per_class * per_cluster)
+
+
 def step_factors(params: TrainParams):
     """(s1, s2) of the update ``F += s (mu - z) F x xᵀ`` for ``-G``."""
     kp = KQParams.from_train_params(params)

@@ -640,7 +640,7 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
     fewer rows its flats per class follow that rung's rows; two classes: no flats."""
     import scipy.sparse as sp
     from lcoding.core import seeds
-    from lcoding.methods.defaults import flats_clusters, flats_default_options
+    from lcoding.methods.defaults import FLATS_LADDER, flats_clusters, flats_ladder_options
     from lcoding.sklearn import KQMetricsClassifier
     rng = np.random.default_rng(4)
     centres = rng.normal(scale=4.0, size=(4, 6))
@@ -649,7 +649,11 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
     cands = sel.candidate_options(y, _rows(X), seed=1)
     flats = [o for o in cands if o.startswith(sel.FLATS_RECIPE)]
     est = KQMetricsClassifier(solver="flats", random_state=1).fit(X, y)
-    assert flats == [est.to_options().replace(" -S 1 -q", "")]
+    # the estimator's options first, then the smaller sizes of the ladder (the PCA of
+    # six features is no smaller: half and a quarter of the flats)
+    assert flats[0] == est.to_options().replace(" -S 1 -q", "")
+    assert flats == [flats_ladder_options(_rows(X), 4, step) for step in range(FLATS_LADDER)]
+    assert [f.split()[3] for f in flats] == ["32", "16", "8"]
     assert est.n_clusters_ == flats_clusters(2400, 4, 1) == 32 and est.q_ == 1
     assert not [o for o in sel.candidate_options(np.where(y > 1, 1.0, -1.0), _rows(X), seed=1)
                 if o.startswith(sel.FLATS_RECIPE)]
@@ -665,9 +669,12 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
         seeds.rng_state(3, seeds.PURPOSE_SELECT, sel.ORDER_STREAM)[0])).permutation(len(y))
     for t in tried:
         ids = np.sort(order[:t.n_rows])
-        expected = flats_default_options(_rows(X).take(ids), 4) if t.n_rows < len(y) \
-            else flats[0]
-        assert t.options == expected, (t.n_rows, t.options)
+        expected = [flats_ladder_options(_rows(X).take(ids), 4, step)
+                    for step in range(FLATS_LADDER)] if t.n_rows < len(y) else flats
+        assert t.options in expected, (t.n_rows, t.options)
+    assert [t.options for t in tried if t.rung == 0] == \
+        [flats_ladder_options(_rows(X).take(np.sort(order[:tried[0].n_rows])), 4, step)
+         for step in range(FLATS_LADDER)]
     assert f"-k {flats_clusters(tried[0].n_rows, 4, 1)} " in tried[0].options
 
 
@@ -862,3 +869,79 @@ def test_the_fold_work_that_does_not_grow_with_the_rows_is_not_scaled(monkeypatc
     assert plain == pytest.approx(54.0)          # 4.5 x 6 s, then 4.5 x 3 s each
     assert with_fixed == pytest.approx(plain - (sel.ETA - 1) * sel.GROWTH * 2.0)
     assert same_trials == trials
+
+
+# ------------------------------------------------------------------------ parsimony
+def test_parsimony_takes_the_cheapest_model_within_one_paired_standard_error():
+    """_parsimonious: the cheapest candidate of the winner's rung whose CV error
+    exceeds the winner's by at most one standard error of the paired difference
+    (rows only one of the two gets wrong), among those whose work is known and lower
+    and whose refit fits."""
+    n = 1000
+    wrong = np.zeros(n, bool)
+    wrong[:10] = True                                  # the winner: rows 0-9 wrong
+
+    def mask(rows):
+        m = np.zeros(n, bool)
+        m[list(rows)] = True
+        return m
+
+    tied = mask(range(5, 16))            # 5 rows better, 6 worse: +0.1 pt, SE 0.33 pt
+    worse = mask(range(0, 40))           # 30 rows worse, none better: +3 pt, SE 0 pt
+    same = wrong.copy()                  # the same rows: a tie at any SE
+    wrong_of = {0: (2, wrong), 1: (2, tied), 2: (2, worse), 3: (2, same), 4: (1, same)}
+    ranked = [(1.0, 0, 2), (1.0, 3, 2), (1.1, 1, 2), (4.0, 2, 2), (1.0, 4, 1)]
+    work = {0: 100.0, 1: 50.0, 2: 1.0, 3: 60.0, 4: 1.0}
+    yes = lambda c: True                                       # noqa: E731
+    # the cheapest of the ties (1: 50 < 3: 60); 2 is cheaper but worse; 4 ran on
+    # another rung
+    assert sel._parsimonious(ranked[0], ranked, wrong_of, work, yes) == (1.1, 1, 2)
+    # a refit that does not fit is passed over
+    assert sel._parsimonious(ranked[0], ranked, wrong_of, work, lambda c: c != 1) == (1.0, 3, 2)
+    # unknown or higher work: not comparable / not cheaper
+    assert sel._parsimonious(ranked[0], ranked, wrong_of, {**work, 1: None, 3: 150.0},
+                             yes) is None
+    assert sel._parsimonious(ranked[0], ranked, wrong_of, {**work, 0: None}, yes) is None
+    # the winner's paired SE: b = 5 better, d = 6 worse -> sqrt(11 - 1/n) / n
+    b, d = 5, 6
+    assert (d - b) / n <= (b + d - (b - d) ** 2 / n) ** 0.5 / n
+    # one more row worse than the SE allows: no longer a tie
+    over = mask(list(range(5, 16)) + list(range(100, 104)))   # b 5, d 10: +0.5 > 0.39
+    assert sel._parsimonious(ranked[0], [ranked[0], (1.5, 1, 2)],
+                             {**wrong_of, 1: (2, over)}, work, yes) is None
+
+
+def test_prediction_work_counts_the_k_q_models_multiply_adds():
+    from lcoding.methods.kq import prediction_work
+    p = parse_train_options("-s 41 -k 20 -Q 12 -l 50 -y 1 -W 5")
+    # the PCA (100 values a row x 50) + 10 classes x 5 restarts x 20 flats x (12 + 1) x 50
+    assert prediction_work(p, 256, 100.0, 10) == 100 * 50 + 10 * 5 * 20 * 13 * 50
+    p = parse_train_options("-s 40 -k 8 -Q 20 -Z 1 -W 1")        # no PCA, through 0
+    assert prediction_work(p, 30, 30.0, 3) == 3 * 1 * 8 * 20 * 30
+    assert prediction_work(parse_train_options("-s 2 -c 1"), 30, 30.0, 3) is None
+    assert prediction_work(parse_train_options("-s 41 -k 2 -Q 2 -K 3"), 30, 30.0,
+                           3) is None
+
+
+@pytest.mark.slow
+def test_select_prefers_a_cheaper_k_q_model_its_folds_cannot_tell_apart():
+    """Three well separated classes: the flats of every size make no CV error, so the
+    cheapest wins (a note says so) though it is listed last; parsimony=False keeps the
+    first of the ties."""
+    import scipy.sparse as sp
+    rng = np.random.default_rng(7)
+    centres = rng.normal(scale=20.0, size=(3, 8))
+    y = (np.arange(900) % 3).astype(float)
+    X = sp.csr_matrix(centres[y.astype(int)] + rng.normal(size=(900, 8)))
+    flats = "-Z 0 -z 0.5 -y 1 -W 2"
+    cands = [f"-s 41 -k 4 -Q 3 -l 8 {flats}", f"-s 41 -k 2 -Q 2 -l 8 {flats}",
+             f"-s 41 -k 1 -Q 1 -l 4 {flats}"]
+    result = sel.select(y, X, budget_s=120, seed=2, candidates=cands, refit=False,
+                        refine_C=False)
+    last = [t for t in result.trials if t.rung == max(t.rung for t in result.trials)]
+    assert all(t.cv_error == 0.0 for t in last)
+    assert result.best_options == cands[2]
+    assert f"parsimony: {cands[2]} (0.00 % CV error" in result.note
+    plain = sel.select(y, X, budget_s=120, seed=2, candidates=cands, refit=False,
+                       refine_C=False, parsimony=False)
+    assert plain.best_options == cands[0] and "parsimony" not in plain.note
