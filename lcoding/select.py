@@ -417,7 +417,7 @@ def _parsimonious(winner: tuple, ranked: list, wrong_of: dict, work: dict, fits)
     9.3 and 3.3 µs a row; the same model's CV error moves by 0.26 points between two
     fold seeds.  Where the folds do tell them apart the larger stays (letter: 2.44
     against 2.90 %, SE 0.11)."""
-    err_w, c_w, rung_w = winner
+    _, c_w, rung_w = winner
     if work.get(c_w) is None or wrong_of.get(c_w, (None,))[0] != rung_w:
         return None
     mask_w = wrong_of[c_w][1]

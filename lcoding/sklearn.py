@@ -1687,8 +1687,10 @@ class AutoLocalClassifier(_LcodingClassifier):
     """The method and its parameters chosen on the training rows, under a time budget:
     :func:`lcoding.select.select` (successive halving over the linear SVM, LL-SVM with
     the Gaussian, inverse-distance and k* codings, the Hellinger map for
-    non-negative data and anchor planes, on ``cv``-fold cross-validation of growing
-    seeded subsets of the rows), then the winner refitted on all training rows.
+    non-negative data, anchor planes, k q-metrics and k q-flats, and the RBF kernel
+    PCA map, on ``cv``-fold cross-validation of growing seeded subsets of the rows;
+    a k q model cheaper to predict that the folds cannot tell from the winner takes
+    its place), then the winner refitted on all training rows.
 
     Parameters (option letter)
     --------------------------
