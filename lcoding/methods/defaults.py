@@ -89,7 +89,8 @@ FLATS_RESTARTS = 5
 # the paired folds cannot tell from the best (lcoding.select, "parsimony").  On usps's
 # training split (3-fold -v, -S 1) every size ties -- -k 20 -Q 12 -l 50 1.66 %, -k 16
 # -Q 7 -l 30 1.70 % (paired standard error of the difference 0.11) -- while a row costs
-# 9.3 and 3.3 µs; on letter's the halved flats lose (2.44 -> 2.90 %, SE 0.11)
+# 9.3 and 3.3 µs (on -S 0's folds 1.40 and 1.54 %, SE 0.10: the larger stays); on
+# letter's the halved flats lose (2.44 -> 2.90 %, SE 0.11)
 FLATS_SMALL_PCA = 30
 FLATS_LADDER = 3
 # ... for three classes or more: flats / metrics at their defaults, 3-fold CV, letter
