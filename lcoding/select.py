@@ -46,8 +46,8 @@ time budget ``budget_s``:
   rows (:func:`_unmatched_lead`);
 * parsimony (``parsimony=True``): the winner gives way to the candidate of its rung
   cheapest to predict (multiply-adds a row, :func:`lcoding.methods.kq.prediction_work`;
-  the k q-metrics and flats, whose sizes -- :data:`~lcoding.methods.defaults.FLATS_LADDER`
-  of them -- cost several times apart) whose CV error is within one paired standard
+  the k q-metrics and flats, whose sizes -- :func:`~lcoding.methods.defaults.flats_ladder`
+  -- cost several times apart) whose CV error is within one paired standard
   error of the winner's on the same rows and folds (:func:`_parsimonious`): the
   one-standard-error rule, the folds cannot tell the two apart;
 * the budget holds the refit on all rows as well (``refit``, or ``plan_refit`` for
@@ -100,9 +100,8 @@ from lcoding.core.rows import Rows, as_labels, as_rows
 from lcoding.core.seeds import PURPOSE_SELECT, rng_state
 from lcoding.core.threads import DeadlinePassed, blas_for_training, deadline, map_threads
 from lcoding.local.anchors import dense_rows
-from lcoding.methods.defaults import (FLATS_LADDER, KMEANS_ITER, flats_dimension,
-                                      flats_ladder_options, flats_suit, spanned_dimension,
-                                      llsvm_default_options)
+from lcoding.methods.defaults import (KMEANS_ITER, flats_dimension, flats_ladder,
+                                      flats_suit, spanned_dimension, llsvm_default_options)
 from lcoding.methods.kq import prediction_work
 from lcoding.methods.local_search import (coding_scale, cross_validation_at_Cs,
                                           find_kernel_map_parameters, find_local_parameters,
@@ -242,8 +241,8 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
         # it was the best of the estimators at their defaults (1.33 % and 4.58 % test
         # error); the PCA's 50 x d directions bound d
         out.append(KQ_CANDIDATE)
-    if d <= KQ_MAX_FEATURES and flats_suit(int(np.unique(y).size),
-                                           spanned_dimension(rows, flats_dimension(d)[0])):
+    span = spanned_dimension(rows, flats_dimension(d)[0]) if d <= KQ_MAX_FEATURES else 0
+    if d <= KQ_MAX_FEATURES and flats_suit(int(np.unique(y).size), span):
         # many classes: affine k q-flats, KQMetricsClassifier(solver='flats')'s options
         # (a recipe, FLATS_RECIPE: the flats per class follow the rung's rows) -- 5
         # restarts of nearest-flat rules (their mean distance decides), trained in 0.5 s
@@ -251,10 +250,9 @@ def candidate_options(y, rows: Rows, seed: int = 1) -> list:
         # 3.3 % test error in 10 s); on two classes flats are poor (magic04 23 %,
         # ijcnn1 13 % at 8000 rows)
         # ... in FLATS_LADDER sizes, each about half the multiply-adds a row of the one
-        # before (flats_ladder_options); the smallest the paired folds cannot tell from
-        # the best wins (select's parsimony)
-        for step in range(FLATS_LADDER):
-            option = flats_ladder_options(rows, int(np.unique(y).size), step)
+        # before (flats_ladder); the smallest the paired folds cannot tell from the best
+        # wins (select's parsimony)
+        for option in flats_ladder(rows, int(np.unique(y).size), span):
             if option not in out:
                 out.append(option)
     A = max(1, min(100, n // 10))
@@ -410,7 +408,7 @@ def _parsimonious(winner: tuple, ranked: list, wrong_of: dict, work: dict, fits)
     n``.  The one-standard-error rule (Breiman et al. 1984; Hastie, Tibshirani &
     Friedman, ESL 7.10) with the cost to predict as the model's size.
 
-    Why: the sizes of the k q-flats (``flats_ladder_options``) are alike on the
+    Why: the sizes of the k q-flats (``flats_ladder``) are alike on the
     folds where they cost several times apart: on usps's 7291 training rows (3-fold
     ``-v``, ``-S 1``) ``-k 20 -Q 12 -l 50`` had 1.66 % CV error and ``-k 16 -Q 7 -l 30``
     1.70 % (one standard error of the difference: 0.11 points), and they predict in
@@ -594,12 +592,17 @@ def select(y, x, budget_s: float = 60.0, seed: int = 1, nr_fold: int = 3, n_thre
     if candidates is None:
         recipes[DEFAULTS_POSITION] = lambda r, c: llsvm_default_options(r, c, seed)
         if any(o.startswith(FLATS_RECIPE) for o in cands):
-            n_classes = int(np.unique(y).size)
-            for step in range(FLATS_LADDER):
-                option = flats_ladder_options(rows, n_classes, step)
+            # the ladder of a rung's rows is measured once for its steps
+            rung_ladder: list = [None, None]        # (rows, their ladder)
+
+            def flats_step(r, c, step):
+                if rung_ladder[0] is not r:
+                    rung_ladder[:] = [r, flats_ladder(r, c)]
+                return rung_ladder[1][step]
+            for step, option in enumerate(flats_ladder(rows, int(np.unique(y).size))):
                 at = cands.index(option) if option in cands else -1
                 if at >= 0 and at not in recipes:
-                    recipes[at] = (lambda r, c, step=step: flats_ladder_options(r, c, step))
+                    recipes[at] = (lambda r, c, step=step: flats_step(r, c, step))
     # one setting at several C shares each fold's map (a recipe's options change by rung)
     families = {c: key for c, key in _families(cands, extra).items() if c not in recipes}
     order = np.random.Generator(

@@ -84,7 +84,7 @@ FLATS_MAX_CLUSTERS = 32
 # 3.05 / 2.75 / 2.64 / 2.54 % for 1-5 restarts, usps 2.06 / 1.90 / 1.68 / 1.67 / 1.65 %,
 # mnist (20 000 rows) 2.67 / 2.15 / 2.04 / 2.01 / 1.92 %
 FLATS_RESTARTS = 5
-# The selector tries the flats in FLATS_LADDER sizes (flats_ladder_options), each about
+# The selector tries the flats in FLATS_LADDER sizes (flats_ladder), each about
 # half the multiply-adds a row of the one before, and keeps the smallest whose CV error
 # the paired folds cannot tell from the best (lcoding.select, "parsimony").  On usps's
 # training split (3-fold -v, -S 1) every size ties -- -k 20 -Q 12 -l 50 1.66 %, -k 16
@@ -164,7 +164,7 @@ def flats_dimension(n_features: int) -> tuple:
 def flats_clusters(n_rows: int, n_classes: int, q: int, halvings: int = 0) -> int:
     """Flats per class: about ``FLATS_ROWS_PER_DIMENSION q`` rows each, 1 to
     ``FLATS_MAX_CLUSTERS``; with ``halvings``, half as many (twice the rows each, half
-    the cap) that many times (:func:`flats_ladder_options`)."""
+    the cap) that many times (:func:`flats_ladder`)."""
     per_class = n_rows // max(1, n_classes)
     return max(1, min(FLATS_MAX_CLUSTERS >> halvings,
                       per_class // (FLATS_ROWS_PER_DIMENSION * q << halvings)))
@@ -178,26 +178,33 @@ def flats_suit(n_classes: int, dim: int) -> bool:
     return n_classes >= FLATS_MIN_CLASSES and dim >= 2
 
 
-def flats_default_options(rows: Rows, n_classes: int) -> str:
-    """The option string ``KQMetricsClassifier(solver='flats')`` fits on these rows
-    (default offset), without ``-S`` / ``-q``."""
-    return flats_ladder_options(rows, n_classes, 0)
+def flats_ladder(rows: Rows, n_classes: int, span: int | None = None) -> list:
+    """The selector's flats in :data:`FLATS_LADDER` sizes on these rows, one option
+    string a step (without ``-S`` / ``-q``; two steps may coincide): step 0 is
+    ``KQMetricsClassifier(solver='flats')``'s options (default offset); each step
+    after it costs about half the multiply-adds a row of the one before -- first the
+    PCA to :data:`FLATS_SMALL_PCA` dimensions (q a quarter of it: ~3/5 of the work),
+    then half the flats a class (:func:`flats_clusters` ``halvings``); where the PCA
+    is that small already, each step halves the flats.  ``span``: the rows'
+    :func:`spanned_dimension` up to the default PCA's, when the caller has it (it is
+    measured once for every step)."""
+    pca0, _ = flats_dimension(rows.n_features)
+    if span is None:
+        span = spanned_dimension(rows, pca0)
+    out = []
+    for step in range(FLATS_LADDER):
+        pca, halvings = pca0, step
+        if step and FLATS_SMALL_PCA < pca0:
+            pca, halvings = FLATS_SMALL_PCA, step - 1
+        q = flats_q(min(span, pca))
+        k = flats_clusters(rows.n_rows, n_classes, q, halvings)
+        out.append(f"-s 41 -k {k} -Q {q} -l {pca} -Z 0 -z 0.5 -y 1 -W {FLATS_RESTARTS}")
+    return out
 
 
 def flats_ladder_options(rows: Rows, n_classes: int, step: int) -> str:
-    """The selector's flats of size ``step`` (0 to ``FLATS_LADDER - 1``) on these rows:
-    step 0 is :func:`flats_default_options`; each step after it costs about half the
-    multiply-adds a row of the one before -- first the PCA to :data:`FLATS_SMALL_PCA`
-    dimensions (q a quarter of it: ~3/5 of the work), then half the flats a class
-    (:func:`flats_clusters` ``halvings``); where the PCA is that small already, each
-    step halves the flats."""
-    pca, _ = flats_dimension(rows.n_features)
-    halvings = step
-    if step and FLATS_SMALL_PCA < pca:
-        pca, halvings = FLATS_SMALL_PCA, step - 1
-    q = flats_q(spanned_dimension(rows, pca))
-    k = flats_clusters(rows.n_rows, n_classes, q, halvings)
-    return f"-s 41 -k {k} -Q {q} -l {pca} -Z 0 -z 0.5 -y 1 -W {FLATS_RESTARTS}"
+    """Step ``step`` of :func:`flats_ladder`."""
+    return flats_ladder(rows, n_classes)[step]
 
 
 def kmeans_schedule(n: int) -> tuple[int, int]:
