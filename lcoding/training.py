@@ -215,6 +215,18 @@ def with_data_scaled_width(params: TrainParams, rows: Rows, mapped: bool = False
     return out
 
 
+def cv_folds(n: int, seed: int, nr_fold: int) -> list:
+    """:func:`cross_validation`'s folds of ``n`` rows for the seed ``-S``: a list of
+    (training rows, held-out rows), LIBLINEAR's seeded permutation cut into
+    ``nr_fold`` contiguous parts (what else is fitted on the same folds -- the
+    selector's screen -- takes them from here)."""
+    rng = np.random.Generator(np.random.PCG64(rng_state(seed, PURPOSE_CV)[0]))
+    perm = rng.permutation(n)
+    fold_start = [i * n // nr_fold for i in range(nr_fold + 1)]
+    return [(np.concatenate([perm[:fold_start[f]], perm[fold_start[f + 1]:]]),
+             perm[fold_start[f]:fold_start[f + 1]]) for f in range(nr_fold)]
+
+
 def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: int,
                      info: Messages | None = None) -> np.ndarray:
     """LIBLINEAR's ``cross_validation``: a seeded random permutation cut into
@@ -227,13 +239,8 @@ def cross_validation(y: np.ndarray, rows: Rows, params: TrainParams, nr_fold: in
         nr_fold = n
         sys.stderr.write("WARNING: # folds > # data. Will use # folds = # data instead "
                          "(i.e., leave-one-out cross validation)\n")
-    rng = np.random.Generator(np.random.PCG64(rng_state(params.seed, PURPOSE_CV)[0]))
-    perm = rng.permutation(n)
-    fold_start = [i * n // nr_fold for i in range(nr_fold + 1)]
     target = np.empty(n)
-    for f in range(nr_fold):
-        test = perm[fold_start[f]:fold_start[f + 1]]
-        train = np.concatenate([perm[:fold_start[f]], perm[fold_start[f + 1]:]])
+    for f, (train, test) in enumerate(cv_folds(n, params.seed, nr_fold)):
         sub = rows.take(train)
         model = train_model(y[train], sub, params, info, seed_path=(f + 1,), checked=True)
         test_rows = rows.take(test).truncated(model.nr_feature)

@@ -153,7 +153,9 @@ class TrainParams:
     kernel_map_order: int = 1      # -O  terms of the homogeneous kernel map
     # k q-metrics (issue 7, lcoding/kq_metrics.py); -k = clusters per class, -E = passes
     kq_dim: int = 20               # -Q  rows q of every metric F_ij
-    kq_mu1: float = 1.05           # -U  own-class margin mu1
+    # -U  -s 40: own-class margin mu1 (not given: KQ_MU1); -s 41: the screen's margin
+    # (not given: no screen)
+    kq_mu1: float = math.inf
     kq_mu2: float = 0.95           # -V  other-class margin mu2
     kq_dt: float = 0.1             # -D  time step
     kq_alpha1: float = 2.0         # -i  weight of the own-class term
@@ -429,8 +431,12 @@ TRAIN_OPTIONS = (
            "of its largest eigenvalue)", origin="lcoding", metavar="n", group="kernel", domain=_at_least(1)),
     Option("-Q", "kq_dim", int, "20", "-s 40, 41: dimension q of every metric / subspace",
            origin="lcoding", metavar="q", group="kq", domain=_at_least(1)),
-    Option("-U", "kq_mu1", float, "1.05", "-s 40: own-class margin mu1 (> mu2)",
-           origin="lcoding", metavar="mu1", group="kq", domain=_FINITE),
+    Option("-U", "kq_mu1", float, "1.05 (-s 40), none (-s 41)",
+           "-s 40: own-class margin mu1 (> mu2); -s 41 -y 1: the screen's margin (> 0): "
+           "one restart of smaller flats (half the flats, a third of the directions) "
+           "labels the rows whose class leads the second by at least this, the restarts "
+           "the others (-C -L auto chooses it on its folds; see docs/kq_metrics.md)",
+           origin="lcoding", metavar="mu1", group="kq", domain=_FINITE, unset=math.inf),
     Option("-V", "kq_mu2", float, "0.95", "-s 40: other-class margin mu2",
            origin="lcoding", metavar="mu2", group="kq", domain=_FINITE),
     Option("-D", "kq_dt", float, "0.1", "-s 40: time step dt", origin="lcoding", metavar="dt", group="kq", domain=_at_least(0, open_=True)),
@@ -558,6 +564,9 @@ def parse_train_options(options, params: TrainParams | None = None) -> TrainPara
             value = _convert(tok, opt.kind, text)
             if opt.domain is not None and opt.domain.word_of(value) is not None:
                 # the sentinel's number (-L -1) is not the word: only "auto" means auto
+                raise _domain_error(opt, value)
+            if opt.domain is not None and opt.kind is float and not math.isfinite(value):
+                # numbers are finite (-U's "not given" sentinel is inf: typed, refused)
                 raise _domain_error(opt, value)
         if tok == "-s":
             try:

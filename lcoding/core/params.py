@@ -11,8 +11,12 @@ which the solvers take.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
+
+# -U's value for -s 40 when not given: the paper's own-class margin mu1
+KQ_MU1 = 1.05
 
 
 class CodingType(IntEnum):
@@ -179,7 +183,7 @@ class KQParams:
     """Discriminative k q-metrics (``-s 40``) / k q-flats (``-s 41``)."""
     clusters_per_class: int           # -k
     q: int                            # -Q
-    mu1: float                        # -U
+    mu1: float                        # -U (-s 40; not given: KQ_MU1)
     mu2: float                        # -V
     dt: float                         # -D
     alpha1: float                     # -i
@@ -194,14 +198,21 @@ class KQParams:
     offset: float                     # -z
     epochs: int                       # -E
     kernel_map: KernelMapParams
+    screen_margin: float | None       # -U with -s 41 (None: not given, no screen)
 
     @classmethod
     def from_train_params(cls, p) -> "KQParams":
-        return cls(int(p.n_neighbors), int(p.kq_dim), float(p.kq_mu1), float(p.kq_mu2),
+        # -U is the -s 40 metrics' own-class margin and the -s 41 flats' screen margin;
+        # not given (its sentinel, inf): KQ_MU1 and no screen
+        given = math.isfinite(float(p.kq_mu1))
+        flats = int(p.solver_type) == 41
+        return cls(int(p.n_neighbors), int(p.kq_dim),
+                   float(p.kq_mu1) if given else KQ_MU1, float(p.kq_mu2),
                    float(p.kq_dt), float(p.kq_alpha1), float(p.kq_alpha2), int(p.kq_update),
                    int(p.kq_pass), int(p.kq_pca), bool(p.kq_sphere), int(p.kq_restarts),
                    bool(p.kq_affine), bool(p.kq_select), float(p.kq_offset), int(p.epochs),
-                   KernelMapParams.from_train_params(p))
+                   KernelMapParams.from_train_params(p),
+                   float(p.kq_mu1) if given and flats else None)
 
 
 class KernelType(IntEnum):

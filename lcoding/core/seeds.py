@@ -21,6 +21,7 @@ PURPOSE_SVD = 11          # randomised SVD of the OCC anchor planes; path (..., 
 PURPOSE_LANDMARKS = 20    # landmarks of the kernel PCA map
 PURPOSE_KQ_INIT = 40      # k q-metrics: initial clusters; path (..., restart)
 PURPOSE_KQ_ORDER = 41     # k q-metrics: sample order; path (..., restart)
+PURPOSE_KQ_SCREEN = 42    # k q-flats: the screen's flats (KQScreen); path (fold + 1, ...)
 # xor'ed into a solver's stream for the SGD step calibration, so its subsample is
 # independent of the sample order
 CALIBRATION_STREAM = 0x5EED_CA1B

@@ -2,6 +2,9 @@
  *
  *     out[i, :] = sum_jj data[jj] * B[indices[jj], :],   jj = indptr[i] .. indptr[i+1] - 1
  *
+ * out's rows are ldo doubles apart (ldo >= p: the PCA writes into the first p columns
+ * of its output rows, the constant coordinate after them).
+ *
  * Each output starts at 0 and adds its products in storage order, a product then a
  * sum (never a fused multiply-add): scipy's csr_matvecs' order, so the PCA's values,
  * and the models trained on them, keep their bits.  With AVX2 (no FMA) each row runs
@@ -16,11 +19,11 @@
 
 static void lcoding_csr_dense_scalar(const int64_t *indptr, const int32_t *indices,
                                      const double *data, intptr_t r0, intptr_t r1,
-                                     const double *B, intptr_t p, double *out)
+                                     const double *B, intptr_t p, double *out, intptr_t ldo)
 {
     intptr_t i, jj, k;
     for (i = r0; i < r1; ++i) {
-        double *y = out + (i - r0) * p;
+        double *y = out + (i - r0) * ldo;
         for (k = 0; k < p; ++k)
             y[k] = 0.0;
         for (jj = indptr[i]; jj < indptr[i + 1]; ++jj) {
@@ -82,7 +85,8 @@ lcoding_csr_dense_tile(const int32_t *indices, const double *data, intptr_t star
 
 __attribute__((target("avx2"))) static void
 lcoding_csr_dense_avx2(const int64_t *indptr, const int32_t *indices, const double *data,
-                       intptr_t r0, intptr_t r1, const double *B, intptr_t p, double *out)
+                       intptr_t r0, intptr_t r1, const double *B, intptr_t p, double *out,
+                       intptr_t ldo)
 {
     /* 52 columns a pass (thirteen chains: an add's latency is hidden behind the
      * others' loads; the k q-metrics' 50 directions in one pass over a row's entries),
@@ -94,7 +98,7 @@ lcoding_csr_dense_avx2(const int64_t *indptr, const int32_t *indices, const doub
     intptr_t i, k0;
     for (i = r0; i < r1; ++i) {
         const intptr_t start = indptr[i], stop = indptr[i + 1];
-        double *y = out + (i - r0) * p;
+        double *y = out + (i - r0) * ldo;
         for (k0 = 0; k0 < p; k0 += 52) {
             const intptr_t cols = p - k0 < 52 ? p - k0 : 52;
             const __m256i mask = cols < 52 ? last : full;
@@ -124,16 +128,16 @@ static inline int lcoding_csr_dense_avx2_ok(int path)
 
 static void lcoding_csr_dense(const int64_t *indptr, const int32_t *indices,
                               const double *data, intptr_t r0, intptr_t r1, const double *B,
-                              intptr_t p, double *out, int avx2)
+                              intptr_t p, double *out, intptr_t ldo, int avx2)
 {
 #ifdef LCODING_CSR_DENSE_HAVE_AVX2
     if (avx2) {
-        lcoding_csr_dense_avx2(indptr, indices, data, r0, r1, B, p, out);
+        lcoding_csr_dense_avx2(indptr, indices, data, r0, r1, B, p, out, ldo);
         return;
     }
 #endif
     (void)avx2;
-    lcoding_csr_dense_scalar(indptr, indices, data, r0, r1, B, p, out);
+    lcoding_csr_dense_scalar(indptr, indices, data, r0, r1, B, p, out, ldo);
 }
 
 #endif

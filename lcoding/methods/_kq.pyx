@@ -51,7 +51,7 @@ cdef extern from "_csr_dense.h" nogil:
     int lcoding_csr_dense_avx2_ok(int path)
     void lcoding_csr_dense(const int64_t* indptr, const int32_t* indices, const double* data,
                            Py_ssize_t r0, Py_ssize_t r1, const double* B, Py_ssize_t p,
-                           double* out, int avx2)
+                           double* out, Py_ssize_t ldo, int avx2)
 
 cdef extern from "_flats32.h" nogil:
     # the single-precision scores: the fused AVX2 pass, or the passes after sgemm
@@ -70,13 +70,16 @@ def csr_times_dense(const int64_t[::1] indptr,     # IN CSR rows (the caller che
                     const double[::1] data,
                     Py_ssize_t r0, Py_ssize_t r1,  # IN the rows r0 .. r1 - 1
                     const double[:, ::1] B,        # IN (features, p)
-                    double[:, ::1] out,            # OUT (r1 - r0, p)
+                    double[:, :] out,              # OUT (r1 - r0, p), rows of
+                                                   #    contiguous values
                     int path=0):
     """``out = X[r0:r1] @ B`` for the CSR rows X, each output summed from 0 in the
     rows' storage order, a product then a sum -- scipy's ``csr_matvecs`` order, so
     the values are the bits ``X @ B`` gives (``_csr_dense.h``; AVX2 with ``path`` 0
-    where the CPU has it, the plain loop with ``path`` 1: the same bits)."""
-    cdef Py_ssize_t n = indptr.shape[0] - 1, p = B.shape[1]
+    where the CPU has it, the plain loop with ``path`` 1: the same bits).  ``out`` may
+    be the first ``p`` columns of a wider array (the PCA writes its rows in place,
+    the constant coordinate after them: usps 0.71 -> 0.6 us a row)."""
+    cdef Py_ssize_t n = indptr.shape[0] - 1, p = B.shape[1], ldo = p
     cdef int avx2
     if path not in (0, 1):
         raise ValueError(f"path must be 0 or 1, got {path}")
@@ -87,6 +90,13 @@ def csr_times_dense(const int64_t[::1] indptr,     # IN CSR rows (the caller che
                          f"({r1 - r0}, {p})")
     if r1 == r0 or p == 0:
         return
+    if out.strides[1] != sizeof(double):
+        raise ValueError("out's rows must be contiguous")
+    if r1 - r0 > 1:
+        if out.strides[0] < p * <Py_ssize_t>sizeof(double) or out.strides[0] % sizeof(double):
+            raise ValueError(f"out's rows are {out.strides[0]} bytes apart; they need "
+                             f"at least {p * sizeof(double)}, whole doubles")
+        ldo = out.strides[0] // sizeof(double)
     if B.shape[0] == 0:             # no features: every row is empty
         out[:, :] = 0.0
         return
@@ -96,7 +106,7 @@ def csr_times_dense(const int64_t[::1] indptr,     # IN CSR rows (the caller che
     with nogil:
         lcoding_csr_dense(&indptr[0], &indices[0] if indices.shape[0] else NULL,
                           &data[0] if data.shape[0] else NULL, r0, r1, &B[0, 0], p,
-                          &out[0, 0], avx2)
+                          &out[0, 0], ldo, avx2)
 
 
 def metric_norms(const double[:, ::1] X,   # IN (n, d) rows (preprocessed, dense)
@@ -257,11 +267,88 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     letter, one restart of 832 flats: 6.5 us a row, against 8.0 us with
     :func:`flat_scores_rows`' two dgemm, its offsets subtracted flat by flat in
     q-strided loops; the dgemm is now half of it, at the machine's peak rate."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], M, C
+    cdef double* A = NULL
+    M, C = _flat_class_shape(n, d, W, centres, q, k, out.shape[0], out.shape[1], block)
+    if n == 0 or C == 0:
+        return
+    A = <double*>malloc(M * (q + 1) * (d + 1) * sizeof(double))
+    if A == NULL:
+        raise MemoryError("flat_class_scores: cannot allocate the flats' rows")
+    try:
+        with nogil:
+            _fill_flat_rows(W, centres, M, q, d, A)
+        _flat_class_scores_filled(X, A, M, C, q, k, out, block)
+    finally:
+        free(A)
+
+
+cdef Py_ssize_t _checked_flats(const double[:, ::1] W, const double[:, ::1] centres,
+                               Py_ssize_t q) except -1:
+    # M: the flats of bases W (M q, d) and centres (M, d), their shapes checked
+    cdef Py_ssize_t M, d = W.shape[1]
+    if q < 1 or W.shape[0] % q != 0:
+        raise ValueError(f"flat rows ({W.shape[0]}) are not a multiple of q = {q}")
+    M = W.shape[0] // q
+    if centres.shape[0] != M or centres.shape[1] != d:
+        raise ValueError(f"centres have shape ({centres.shape[0]}, {centres.shape[1]}), "
+                         f"expected ({M}, {d})")
+    return M
+
+
+def fill_flats_f64(const double[:, ::1] W,        # IN (M*q, d) flat bases
+                   const double[:, ::1] centres,  # IN (M, d) flat centres
+                   Py_ssize_t q,
+                   double[::1] A):                # OUT M (q + 1) (d + 1) values
+    """The rows :func:`flat_class_scores` computes from the flats before it scores any
+    row (``_fill_flat_rows``), into ``A``, for :func:`flat_class_scores_filled`: a
+    model that scores a few rows at a time keeps them.  usps's flats, 5 rows left open
+    by the branch and bound: 190 us a restart, most of it this fill (135 000 values)
+    and product blocks sized for 256 rows."""
+    cdef Py_ssize_t M, d = W.shape[1]
+    M = _checked_flats(W, centres, q)
+    if A.shape[0] != M * (q + 1) * (d + 1):
+        raise ValueError(f"A has {A.shape[0]} values, expected {M * (q + 1) * (d + 1)}")
+    if M == 0:
+        return
+    with nogil:
+        _fill_flat_rows(W, centres, M, q, d, &A[0])
+
+
+def flat_class_scores_filled(const double[:, ::1] X,   # IN (n, d) rows
+                             const double[::1] A,      # IN fill_flats_f64's rows
+                             Py_ssize_t M, Py_ssize_t q, Py_ssize_t k,
+                             double[:, ::1] out,       # OUT (n, M / k) class scores
+                             Py_ssize_t block=256):
+    """:func:`flat_class_scores` against the rows :func:`fill_flats_f64` filled for
+    its M flats (k a class): the same numbers."""
+    cdef Py_ssize_t n = X.shape[0], d = X.shape[1], C
+    if q < 1 or k < 1 or M < 0 or M % k != 0:
+        raise ValueError(f"{M} flats of q = {q} directions are not classes of k = {k}")
+    if A.shape[0] != M * (q + 1) * (d + 1):
+        raise ValueError(f"A has {A.shape[0]} values, expected {M * (q + 1) * (d + 1)} for "
+                         f"{M} flats of q = {q} in {d} dimensions")
+    C = M // k
+    if out.shape[0] != n or out.shape[1] != C:
+        raise ValueError(f"out has shape ({out.shape[0]}, {out.shape[1]}), expected "
+                         f"({n}, {C})")
+    if block < 1:
+        raise ValueError(f"block = {block}: must be >= 1")
+    if n == 0 or C == 0:
+        return
+    _flat_class_scores_filled(X, &A[0], M, C, q, k, out, block)
+
+
+cdef _flat_class_scores_filled(const double[:, ::1] X, const double* A, Py_ssize_t M,
+                               Py_ssize_t C, Py_ssize_t q, Py_ssize_t k,
+                               double[:, ::1] out, Py_ssize_t block):
+    # flat_class_scores' scoring, A filled: one dgemm a block of rows, then the scores.
+    # The work arrays hold min(block, n) rows (the blocks, and so the bits, are those
+    # of block rows)
     cdef Py_ssize_t n = X.shape[0], d = X.shape[1]
-    cdef Py_ssize_t M, C, r0, r1, i, c, j, m, t, width, d1
+    cdef Py_ssize_t r0, r1, i, c, j, m, t, width, d1, nb
     cdef double best, v, xx
     cdef bint nan
-    cdef double* A = NULL
     cdef double* Xa = NULL
     cdef double* G = NULL
     cdef double* score = NULL
@@ -270,31 +357,28 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
     cdef const double* srow
     cdef int iw, ib, id1
     cdef double one = 1.0, zero = 0.0
-    M, C = _flat_class_shape(n, d, W, centres, q, k, out.shape[0], out.shape[1], block)
-    if n == 0 or C == 0:
-        return
     width = M * (q + 1)
     d1 = d + 1
-    # one allocation: A (width, d + 1), the rows Xa (block, d + 1), the products G
-    # (block, width) and one row's flat scores (M)
-    A = <double*>malloc((width * d1 + block * d1 + block * width + M) * sizeof(double))
-    if A == NULL:
+    nb = min(block, n)
+    # one allocation: the rows Xa (nb, d + 1), the products G (nb, width) and one
+    # row's flat scores (M)
+    Xa = <double*>malloc((nb * d1 + nb * width + M) * sizeof(double))
+    if Xa == NULL:
         raise MemoryError("flat_class_scores: cannot allocate the product blocks")
-    Xa = A + width * d1
-    G = Xa + block * d1
-    score = G + block * width
+    G = Xa + nb * d1
+    score = G + nb * width
     iw = <int>width
     id1 = <int>d1
     try:
         with nogil:
-            _fill_flat_rows(W, centres, M, q, d, A)
             r0 = 0
             while r0 < n:
                 r1 = min(r0 + block, n)
                 ib = <int>(r1 - r0)
                 _rows_with_one(X, r0, r1, d, Xa)
                 # column-major: G^T (width x ib) = A (width x d1, stored d1 x width)^T Xa^T
-                dgemm(b"T", b"N", &iw, &ib, &id1, &one, A, &id1, Xa, &id1, &zero, G, &iw)
+                dgemm(b"T", b"N", &iw, &ib, &id1, &one, <double*>A, &id1, Xa, &id1, &zero,
+                      G, &iw)
                 for i in range(r1 - r0):
                     xx = _sqnorm(X, r0 + i, d)
                     grow = G + i * width
@@ -316,7 +400,7 @@ def flat_class_scores(const double[:, ::1] X,        # IN (n, d) rows
                         out[r0 + i, c] = NAN if nan else best
                 r0 = r1
     finally:
-        free(A)
+        free(Xa)
 
 
 # the squared magnitudes (||x|| + max ||c_m||)^2 whose scores the float path bounds:
@@ -359,12 +443,7 @@ def pack_flats_f32(const double[:, ::1] W,        # IN (M*q, d) flat bases
     cdef Py_ssize_t M, d = W.shape[1], width, d1, groups, g, t, u, lane, m, i
     cdef double cmax = 0.0
     cdef double* A = NULL
-    if q < 1 or W.shape[0] % q != 0:
-        raise ValueError(f"flat rows ({W.shape[0]}) are not a multiple of q = {q}")
-    M = W.shape[0] // q
-    if centres.shape[0] != M or centres.shape[1] != d:
-        raise ValueError(f"centres have shape ({centres.shape[0]}, {centres.shape[1]}), "
-                         f"expected ({M}, {d})")
+    M = _checked_flats(W, centres, q)
     if avx2 and not lcoding_flats32_avx2(0):
         raise ValueError("flats packed for AVX2, which this CPU lacks")
     if packed.shape[0] != packed_flats_size(M, q, d, avx2):

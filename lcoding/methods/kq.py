@@ -51,7 +51,7 @@ from lcoding.core.classes import group_classes
 from lcoding.core.params import KQParams
 from lcoding.core.threads import (STOP_FLAG, TrainingInterrupted, blas_threads, check_stop,
                                   map_threads)
-from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, rng_state
+from lcoding.core.seeds import PURPOSE_KQ_INIT, PURPOSE_KQ_ORDER, PURPOSE_KQ_SCREEN, rng_state
 
 FORMAT_VERSION = "1"
 KQ_METRICS = int(SolverType.KQ_METRICS)
@@ -207,7 +207,7 @@ class KQPreprocess:
         step = max(256, TRANSFORM_VALUES // max(1, self.in_dim))
         for a in range(0, n, step):
             check_stop()
-            out[a:a + step] = self._transform_block(indptr, indices, data, a, min(a + step, n))
+            self._transform_block(indptr, indices, data, a, min(a + step, n), out[a:a + step])
         return out
 
     def _components_by_feature(self) -> np.ndarray:
@@ -217,15 +217,20 @@ class KQPreprocess:
             self._by_feature = np.ascontiguousarray(self.components.T)
         return self._by_feature
 
-    def _transform_block(self, indptr, indices, data, a: int, b: int) -> np.ndarray:
+    def _transform_block(self, indptr, indices, data, a: int, b: int,
+                         block: np.ndarray) -> None:
+        """Rows a .. b - 1 into ``block`` (b - a, out_dim), in place."""
+        width = self.pca_dim or self.in_dim
+        out = block[:, :width]
         if self.components is None:
             start, stop = indptr[a], indptr[b]
-            out = sp.csr_matrix((data[start:stop], indices[start:stop],
-                                 indptr[a:b + 1] - start), shape=(b - a, self.in_dim)).toarray()
+            out[:] = sp.csr_matrix((data[start:stop], indices[start:stop],
+                                    indptr[a:b + 1] - start),
+                                   shape=(b - a, self.in_dim)).toarray()
         else:
             # the rows' products with the directions in scipy's csr_matvecs order
-            # (the same bits as X @ components.T), with AVX2 2.5 -> 1.0 us a usps row
-            out = np.empty((b - a, self.pca_dim))
+            # (the same bits as X @ components.T), with AVX2 2.5 -> 1.0 us a usps row,
+            # straight into the output rows
             _kq.csr_times_dense(indptr, indices, data, a, b, self._components_by_feature(),
                                 out)
             out -= self.components @ self.mean
@@ -233,10 +238,9 @@ class KQPreprocess:
             norms = np.sqrt(np.einsum("ij,ij->i", out, out))
             np.divide(out, norms[:, None], out=out, where=norms[:, None] > 0)
         if self.offset:
-            out = np.hstack([out, np.full((out.shape[0], 1), self.offset)])
+            block[:, width] = self.offset
             if self.sphere:     # (x / ||x||, b) / sqrt(1 + b^2): back onto the sphere
-                out /= np.sqrt(np.einsum("ij,ij->i", out, out))[:, None]
-        return out
+                block /= np.sqrt(np.einsum("ij,ij->i", block, block))[:, None]
 
 
 def gram_by_dense_blocks(X: sp.csr_matrix) -> bool:
@@ -533,6 +537,111 @@ def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
 
 
 # ------------------------------------------------------------------ the model
+class KQScreen:
+    """The screen of an affine k q-flats model (-s 41 -y 1): one restart of ``k``
+    smaller flats a class (``q`` directions), in the model's own preprocessed
+    coordinates, that labels the rows it is sure of and leaves the others to the
+    model's restarts -- a prediction cascade (Viola & Jones, CVPR 2001).  Its class
+    scores are minus the squared distances to the class's nearest screen flat; a row
+    whose best class leads the second by at least ``margin`` takes that class, and
+    its decision values are the screen's scores (so the label is still their
+    argmax); every other row is the model's as without a screen.
+
+    Why: usps's restarts cost ~240 000 multiply-adds a row after the branch and
+    bound (five restarts of 20 flats of 13 products in 51 dimensions); the screen
+    (10 flats of 5) costs 26 000 and, with the margin its folds chose, labels seven
+    rows in eight.  Training ``-s 41 -y 1 -U margin`` fits it (:func:`screen_sizes`,
+    after the restarts); the selector chooses the margin on its folds
+    (``lcoding.select._screen_margin``: one paired standard error, as its
+    parsimony)."""
+
+    def __init__(self, k: int, q: int, bases, centres, margin: float, nr_class: int,
+                 dim: int):
+        self.k = int(k)
+        self.q = int(q)
+        if self.k < 1 or self.q < 1:
+            raise ValueError(f"screen: k = {self.k}, q = {self.q}; both must be >= 1")
+        self.bases = np.ascontiguousarray(bases, dtype=np.float64)
+        self.centres = np.ascontiguousarray(centres, dtype=np.float64)
+        if self.bases.shape != (nr_class * self.k * self.q, dim):
+            raise ValueError(f"screen flats have shape {self.bases.shape}, expected "
+                             f"({nr_class * self.k * self.q}, {dim})")
+        if self.centres.shape != (nr_class * self.k, dim):
+            raise ValueError(f"screen centres have shape {self.centres.shape}, expected "
+                             f"({nr_class * self.k}, {dim})")
+        if int(nr_class) < 2:
+            raise ValueError(f"screen: {nr_class} class; a screen needs two or more")
+        self.margin = float(margin)
+        if not (math.isfinite(self.margin) and self.margin > 0):
+            raise ValueError(f"screen margin {margin!r}: must be finite and > 0")
+        self.nr_class = int(nr_class)
+        self._packed = None         # the float flats (decide), packed on first use
+        self._filled = None         # the double flats' filled rows (scores), likewise
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        state["_packed"] = state["_filled"] = None
+        return state
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        """(n, nr_class) the screen's class scores in double precision."""
+        if self._filled is None:
+            self._filled = filled_flats(self.bases, self.centres, self.q)
+        return class_scores(X, self.bases, self.nr_class, self.k, self.q, self.centres,
+                            self._filled)
+
+    def screened(self, S: np.ndarray) -> np.ndarray:
+        """Rows whose best class score leads the second by at least ``margin``
+        (a NaN score: not screened)."""
+        top2 = np.partition(S, self.nr_class - 2, axis=1)[:, self.nr_class - 2:]
+        with np.errstate(invalid="ignore"):
+            return (top2[:, 1] - top2[:, 0]) >= self.margin
+
+    def _contractive(self) -> bool:
+        F = self.bases.reshape(-1, self.q, self.bases.shape[1])
+        return bool(F.size == 0 or np.all(np.linalg.svd(F, compute_uv=False)[:, 0]
+                                          <= 1.0 + 1e-12))
+
+    def decide(self, X: np.ndarray):
+        """(screened rows, their class indices) -- :meth:`screened` of the double
+        :meth:`scores` and their argmax, reached in single precision where the
+        kernel's bound b on every score allows (a margin m in float is within 2 b of
+        the double one: screened when m - 2 b >= margin, a lead over 2 b also fixes the
+        class; not screened when m + 2 b < margin); the other rows (near the margin,
+        out of float's range, NaN) in double."""
+        n = X.shape[0]
+        if self._packed is None:
+            if self._contractive():
+                avx2 = _kq.flats32_avx2()
+                M, d = self.centres.shape
+                packed = np.empty(_kq.packed_flats_size(M, self.q, d, avx2), dtype=np.float32)
+                cmax = _kq.pack_flats_f32(self.bases, self.centres, self.q, avx2, packed)
+                self._packed = (packed, cmax, avx2)
+            else:
+                self._packed = ()
+        if not self._packed or self.nr_class < 2:
+            S = self.scores(X)
+            mask = self.screened(S) if self.nr_class >= 2 else np.zeros(n, dtype=bool)
+            return mask, np.argmax(S, axis=1)
+        packed, cmax, avx2 = self._packed
+        S = np.empty((n, self.nr_class))
+        bound = np.empty(n)
+        _kq.flat_class_scores_packed(X, packed, self.centres.shape[0], self.q, self.k,
+                                     cmax, avx2, S, bound)
+        top2 = np.partition(S, self.nr_class - 2, axis=1)[:, self.nr_class - 2:]
+        with np.errstate(invalid="ignore"):
+            lead = top2[:, 1] - top2[:, 0]
+            mask = lead - 2.0 * bound >= self.margin
+            unsure = ~(mask | (lead + 2.0 * bound < self.margin))
+        winners = np.argmax(S, axis=1)
+        unsure = np.flatnonzero(unsure)
+        if unsure.size:
+            exact = self.scores(X[unsure])
+            mask[unsure] = self.screened(exact)
+            winners[unsure] = np.argmax(exact, axis=1)
+        return mask, winners
+
+
 class KQModel(Model):
     """k q-metrics / k q-flats model: preprocessing and ``metrics`` of shape
     ``(n_restarts, nr_class * k * q, dim)`` (restart r, class i, cluster j, row t at
@@ -548,9 +657,12 @@ class KQModel(Model):
     _metrics_as_flats = None    # _single_flats' for the metrics: scaled rows, zero centres
     _packed = None              # _bound_pack's float slices (code editing metrics in place
                                 # resets these)
+    screen = None               # a KQScreen (affine flats chosen by the selector), or None
+    _filled = None              # class_scores' filled rows of the affine flats, by restart
 
     def __init__(self, solver_type, nr_class, label, nr_feature, preprocess: KQPreprocess,
-                 k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote"):
+                 k: int, q: int, metrics, param=None, centres=None, restart_rule: str = "vote",
+                 screen: KQScreen | None = None):
         self._set_header(solver_type, nr_class, label, nr_feature, -1.0)
         if self.solver_type not in KQ_SOLVER_TYPES:
             raise ModelFieldError("solver_type", f"solver_type {self.solver_type} is not a k "
@@ -577,15 +689,24 @@ class KQModel(Model):
                                  f"({metrics.shape[0]}, {self.nr_class * self.k}, {expected[1]})")
         self.centres = centres
         self.restart_rule = _checked_restart_rule(restart_rule)
+        if screen is not None:
+            if centres is None:
+                raise ValueError("only affine k q-flats (-s 41 -y 1) models have a screen")
+            if screen.nr_class != self.nr_class or screen.centres.shape[1] != expected[1]:
+                raise ValueError(f"the screen has {screen.nr_class} classes in "
+                                 f"{screen.centres.shape[1]} dimensions, the model "
+                                 f"{self.nr_class} in {expected[1]}")
+        self.screen = screen
         self._contractive_flats = None      # computed on first use (_contractive)
         self._metrics_as_flats = None       # ... and _single_flats' for the metrics
         self._packed = None                 # ... and _bound_pack's
+        self._filled = None                 # ... and class_scores' (affine flats)
 
     def __getstate__(self):
         # what prediction derives from the flats is rebuilt on first use, not
         # shipped (to Dask's workers: the packed floats alone are ~2x the metrics')
         state = dict(self.__dict__)
-        for key in ("_contractive_flats", "_metrics_as_flats", "_packed"):
+        for key in ("_contractive_flats", "_metrics_as_flats", "_packed", "_filled"):
             state[key] = None
         return state
 
@@ -612,9 +733,17 @@ class KQModel(Model):
 
     def class_scores(self, X: np.ndarray, restart: int = 0) -> np.ndarray:
         """(n, nr_class) ``max_j ||F_ij x||^2`` of preprocessed rows X (affine flats:
-        minus the squared distance to the class's nearest flat)."""
+        minus the squared distance to the class's nearest flat; their filled rows
+        kept, :func:`filled_flats`)."""
+        if self.centres is None:
+            return class_scores(X, self.metrics[restart], self.nr_class, self.k, self.q)
+        if self._filled is None:
+            self._filled = [None] * self.n_restarts
+        if self._filled[restart] is None:
+            self._filled[restart] = filled_flats(self.metrics[restart], self.centres[restart],
+                                                 self.q)
         return class_scores(X, self.metrics[restart], self.nr_class, self.k, self.q,
-                            None if self.centres is None else self.centres[restart])
+                            self.centres[restart], self._filled[restart])
 
     def _decision_values(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
         """One restart: the class scores.  Several, ``restart_rule`` "mean": the mean
@@ -625,7 +754,16 @@ class KQModel(Model):
         # scores that overflow (+inf and -inf summed: NaN) are caught and named by
         # decision_values, without NumPy's warning on top
         with blas_threads(n_threads), np.errstate(invalid="ignore"):
-            return self._values_of(self.preprocess.transform(rows))
+            X = self.preprocess.transform(rows)
+            if self.screen is None:
+                return self._values_of(X)
+            # the screened rows' values are the screen's scores (their argmax is the
+            # label), the others' the restarts'
+            values = self.screen.scores(X)
+            rest = np.flatnonzero(~self.screen.screened(values))
+            if rest.size:
+                values[rest] = self._values_of(X[rest])
+            return values
 
     def _values_of(self, X: np.ndarray) -> np.ndarray:
         if self.n_restarts == 1:
@@ -659,25 +797,39 @@ class KQModel(Model):
     def predict_labels(self, rows: Rows, n_threads: int = 1) -> np.ndarray:
         """The labels of :meth:`labels_from_values` on the decision values, scoring
         fewer restarts (or classes) where a row is already decided
-        (:meth:`_vote_labels`, :meth:`_bound_labels`)."""
+        (:meth:`_vote_labels`, :meth:`_bound_labels`; a screen's rows:
+        :meth:`KQScreen.decide`)."""
         bound = self._single_precision_ok()
-        if self.n_restarts == 1 and not bound:
+        if self.n_restarts == 1 and not bound and self.screen is None:
             return super().predict_labels(rows, n_threads=n_threads)
         with blas_threads(n_threads), np.errstate(invalid="ignore"):
             X = self.preprocess.transform(rows)
-            if self.restart_rule == "vote" and self.n_restarts > 1:
-                winners = self._vote_labels(X)
-            elif bound:
-                # one restart too (-W 1, the option strings' default), and the
-                # metrics of one restart as flats through the origin: its scores in
-                # single precision with their bound, the open rows in double (usps
-                # -s 41 -y 1 -W 1: 10.2 -> 4.6 us a row, the same labels)
-                winners = self._bound_labels(X)
+            if self.screen is None:
+                winners = self._winners(X, bound)
             else:
-                winners = self._mean_labels(X)
+                screened, winners = self.screen.decide(X)
+                rest = np.flatnonzero(~screened)
+                if rest.size:
+                    rest_winners = self._winners(X[rest], bound)
+                    if rest_winners is None:
+                        winners = None
+                    else:
+                        winners[rest] = rest_winners
         if winners is None:     # a NaN score: the checked path names the row
             return super().predict_labels(rows, n_threads=n_threads)
         return np.asarray(self.label, dtype=np.float64)[winners]
+
+    def _winners(self, X: np.ndarray, bound: bool):
+        """The restarts' class indices of preprocessed rows (None: a NaN score)."""
+        if self.restart_rule == "vote" and self.n_restarts > 1:
+            return self._vote_labels(X)
+        if bound:
+            # one restart too (-W 1, the option strings' default), and the metrics of
+            # one restart as flats through the origin: its scores in single precision
+            # with their bound, the open rows in double (usps -s 41 -y 1 -W 1: 10.2 ->
+            # 4.6 us a row, the same labels)
+            return self._bound_labels(X)
+        return self._mean_labels(X)
 
     def _contractive(self) -> bool:
         """Whether every flat's directions shrink: ``||F_m v|| <= ||v||`` (largest
@@ -897,7 +1049,10 @@ class KQModel(Model):
             # file without it means, so that a vote's files stay as they were
             [("restart_rule", self.restart_rule)]
             if self.restart_rule != "vote" and self.n_restarts > 1 else []) + (
-            [] if self.preprocess.kernel_map is None else self.preprocess.kernel_map.file_header())
+            [] if self.preprocess.kernel_map is None else self.preprocess.kernel_map.file_header()
+        ) + ([] if self.screen is None else [
+            ("screen_cluster", str(self.screen.k)), ("screen_dim", str(self.screen.q)),
+            ("screen_margin", "%.17g" % self.screen.margin)])
 
     def file_blocks(self):
         blocks = []
@@ -907,12 +1062,17 @@ class KQModel(Model):
         blocks.append(("w", self.metrics.reshape(-1, self.dim)))
         if self.affine:
             blocks.append(("centres", self.centres.reshape(-1, self.dim)))
+        if self.screen is not None:
+            blocks.append(("screen_w", self.screen.bases))
+            blocks.append(("screen_centres", self.screen.centres))
         return blocks
 
     _HEADER_KEYS = frozenset({"lcoding_format", "coding", "nr_cluster", "metric_dim",
                               "nr_restart", "pca_dim", "unit_sphere", "nr_dim", "offset_coord",
                               "affine", "restart_rule", "kernel_map", "kernel_map_order",
-                              "kernel_map_period"})
+                              "kernel_map_period", "screen_cluster", "screen_dim",
+                              "screen_margin"})
+    _SCREEN_KEYS = ("screen_cluster", "screen_dim", "screen_margin")
 
     @classmethod
     def block_shapes(cls, header, base):
@@ -965,6 +1125,24 @@ class KQModel(Model):
                 raise ModelFieldError("affine", "only k q-flats (-s 41) models have flat centres")
             shapes.append(("centres", (r * int(base["nr_class"]) * k, dim)))
         _checked_restart_rule(header.get("restart_rule", "vote"))
+        given = [key for key in cls._SCREEN_KEYS if key in header]
+        if given:
+            missing = [key for key in cls._SCREEN_KEYS if key not in header]
+            if missing:
+                raise ModelFieldError(missing[0], f"{given[0]} without {missing[0]}: a "
+                                                  f"screen needs all of "
+                                                  f"{', '.join(cls._SCREEN_KEYS)}")
+            if affine != "1":
+                raise ModelFieldError(given[0], "only affine k q-flats (affine 1) have a "
+                                                "screen")
+            if int(base["nr_class"]) < 2:
+                raise ModelFieldError(given[0], f"nr_class {base['nr_class']}: a screen "
+                                                f"needs two classes or more")
+            ks = check_count("screen_cluster", header["screen_cluster"], 1)
+            qs = check_count("screen_dim", header["screen_dim"], 1)
+            check_number("screen_margin", header["screen_margin"], lo=0, lo_open=True)
+            shapes += [("screen_w", (int(base["nr_class"]) * ks * qs, dim)),
+                       ("screen_centres", (int(base["nr_class"]) * ks, dim))]
         return shapes
 
     @classmethod
@@ -981,32 +1159,58 @@ class KQModel(Model):
         metrics = blocks["w"].reshape(r, -1, int(header["nr_dim"]))
         centres = blocks["centres"].reshape(r, -1, int(header["nr_dim"])) \
             if "centres" in blocks else None
+        screen = None
+        if "screen_margin" in header:
+            screen = KQScreen(int(header["screen_cluster"]), int(header["screen_dim"]),
+                              blocks["screen_w"], blocks["screen_centres"],
+                              float(header["screen_margin"]), int(base["nr_class"]),
+                              int(header["nr_dim"]))
         return cls(solver_type, base["nr_class"], base.get("label"), base["nr_feature"], pre,
                    k, q, metrics, centres=centres,
-                   restart_rule=header.get("restart_rule", "vote"))
+                   restart_rule=header.get("restart_rule", "vote"), screen=screen)
 
     def __repr__(self):
         return (f"KQModel({SolverType(self.solver_type).name}, nr_class={self.nr_class}, "
                 f"k={self.k}, q={self.q}, restarts={self.n_restarts}, affine={int(self.affine)}, "
                 f"pca={self.preprocess.pca_dim}, offset={self.preprocess.offset:g}, "
                 f"sphere={int(self.preprocess.sphere)}"
-                + (f", restart_rule={self.restart_rule!r}" if self.n_restarts > 1 else "") + ")")
+                + (f", restart_rule={self.restart_rule!r}" if self.n_restarts > 1 else "")
+                + ("" if self.screen is None else
+                   f", screen=(k={self.screen.k}, q={self.screen.q}, "
+                   f"margin={self.screen.margin:.6g})") + ")")
 
 
 def class_scores(X: np.ndarray, W: np.ndarray, nr_class: int, k: int, q: int,
-                 centres: np.ndarray | None = None) -> np.ndarray:
+                 centres: np.ndarray | None = None, filled: np.ndarray | None = None
+                 ) -> np.ndarray:
     """(n, nr_class) ``max_j ||F_ij x||^2`` for metric rows W (C*k*q, d); with flat
-    ``centres`` (C*k, d): ``max_j -dist(x, flat_ij)^2`` (W orthonormal per flat)."""
+    ``centres`` (C*k, d): ``max_j -dist(x, flat_ij)^2`` (W orthonormal per flat) --
+    against ``filled`` (:func:`filled_flats`) when given, the same numbers."""
     if centres is not None:
         out = np.empty((X.shape[0], nr_class))
         step = _row_chunk(W.shape[0] + centres.shape[0], X.shape[1])
         for a in range(0, X.shape[0], step):
             check_stop()
-            _kq.flat_class_scores(X[a:a + step], W, centres, q, k, out[a:a + step])
+            if filled is None:
+                _kq.flat_class_scores(X[a:a + step], W, centres, q, k, out[a:a + step])
+            else:
+                _kq.flat_class_scores_filled(X[a:a + step], filled, centres.shape[0], q, k,
+                                             out[a:a + step])
         return out
     Z = np.empty((X.shape[0], nr_class * k))
     metric_norms(X, W, q, Z)
     return Z.reshape(X.shape[0], nr_class, k).max(axis=2)
+
+
+def filled_flats(W: np.ndarray, centres: np.ndarray, q: int) -> np.ndarray:
+    """The double rows the flats' class scores multiply the rows by
+    (:func:`lcoding.methods._kq.fill_flats_f64`), for a model to keep: a call on a few
+    rows (the branch and bound's open rows, a screen's near-margin rows) then costs
+    the rows' products, not the flats' (usps, 5 rows: 190 -> ~10 us a restart)."""
+    M, d = centres.shape
+    A = np.empty(M * (q + 1) * (d + 1))
+    _kq.fill_flats_f64(np.ascontiguousarray(W), np.ascontiguousarray(centres), q, A)
+    return A
 
 
 # multiply-adds per kernel call of the norms, scores and passes below: the rows are
@@ -1084,6 +1288,15 @@ def check_kq_params(params: TrainParams, n_features: int | None) -> None:
     if kp.affine and int(params.solver_type) != KQ_FLATS:
         raise ValueError("-y 1: affine flats are the -s 41 baseline; the metrics of -s 40 "
                          "pass through the origin")
+    if kp.screen_margin is not None:
+        if not kp.affine:
+            raise ValueError(f"-U {kp.screen_margin:g}: with -s 41 the screen's margin; the "
+                             f"screen is for affine flats (-y 1)")
+        if not kp.screen_margin > 0:
+            raise ValueError(f"-U {kp.screen_margin:g}: the screen's margin must be > 0")
+        if screen_sizes(kp.clusters_per_class, kp.q)[1] > dim and (kp.pca_dim or n_features):
+            raise ValueError(f"-U {kp.screen_margin:g}: the screen's q exceeds the input "
+                             f"dimension {dim}")
     if int(params.solver_type) == KQ_METRICS and not kp.mu1 > kp.mu2:
         raise ValueError(f"-U {kp.mu1:g} / -V {kp.mu2:g}: the margins must have mu1 > mu2")
 
@@ -1230,7 +1443,7 @@ def train_kq_model(y: np.ndarray, rows: Rows, params: TrainParams, info: Message
         params, _ = select_kq_params(y, rows, params.replaced(kq_select=0), grid=None,
                                      info=info)
         info(f"selected -k {params.n_neighbors} -Q {params.kq_dim}"
-             + (f" -U {params.kq_mu1:g} -V {params.kq_mu2:g}"
+             + (f" -U {KQParams.from_train_params(params).mu1:g} -V {params.kq_mu2:g}"
                 if int(params.solver_type) == KQ_METRICS else f" -y {params.kq_affine}")
              + "; training on all rows\n")
     try:
@@ -1273,22 +1486,16 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
     # (the constant coordinate -z adds, off the unit sphere): they add nothing to any
     # distance to an affine flat, whose centre takes their value and whose directions
     # are 0 there (letter's default: 16 of 17 dimensions, its fit 10 % faster)
-    varying = np.flatnonzero(np.ptp(X, axis=0) > 0) if affine else None
-    X_flats = (np.ascontiguousarray(X[:, varying])
-               if affine and q <= varying.size < X.shape[1] else X)
+    X_flats, varying = _flats_input(X, q) if affine else (X, None)
 
     def restart(r):
         # restart r draws only from its own streams (path ..., r), so the restarts
         # are the same bit for bit whether they run one after another or side by side
         t = time.perf_counter()
         rng = _rng(params.seed, PURPOSE_KQ_INIT, *seed_path, r)
-        if affine and X_flats is not X:
-            W = np.zeros((nr_class * k * q, X.shape[1]))
-            centres[r] = X[0]
-            W[:, varying], centres[r][:, varying] = init_flats(X_flats, class_index, nr_class,
-                                                               k, q, rng)
-        elif affine:
-            W, centres[r] = init_flats(X, class_index, nr_class, k, q, rng)
+        if affine:
+            W, centres[r] = _affine_flats(X, X_flats, varying, class_index, nr_class, k, q,
+                                          rng)
         else:
             W = init_metrics(X, class_index, nr_class, k, q, rng)
         line = (f"restart {r + 1}: k-{'flats' if affine else 'subspaces'} "
@@ -1310,9 +1517,110 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
     else:
         for r in range(kp.restarts):
             restart(r)
+    screen = None
+    if kp.screen_margin is not None:
+        # -s 41 -y 1 -U t: the screen, from its own stream (the restarts are the same
+        # with or without it)
+        if nr_class < 2:
+            raise ValueError(f"-U {kp.screen_margin:g}: the screen needs two classes or "
+                             f"more; the training rows have {nr_class}")
+        t = time.perf_counter()
+        ks, qs = screen_sizes(k, q)
+        bases, screen_centres = _screen_flats(X, class_index, nr_class, ks, qs, params.seed,
+                                              seed_path)
+        screen = KQScreen(ks, qs, bases, screen_centres, kp.screen_margin, nr_class,
+                          X.shape[1])
+        info(f"screen: {ks} flats of {qs} a class, margin {kp.screen_margin:g} "
+             f"({time.perf_counter() - t:.2f} s)\n")
     return KQModel(solver_type, nr_class, labels, rows.n_features, pre, k, q, metrics,
                    param=params, centres=centres,
-                   restart_rule="mean" if affine else "vote")
+                   restart_rule="mean" if affine else "vote", screen=screen)
+
+
+def _flats_input(X: np.ndarray, q: int):
+    """(the columns of X the affine flats are fitted on, their indices): the ones that
+    vary, when at least q do and some do not, else X itself (and all indices)."""
+    varying = np.flatnonzero(np.ptp(X, axis=0) > 0)
+    if q <= varying.size < X.shape[1]:
+        return np.ascontiguousarray(X[:, varying]), varying
+    return X, varying
+
+
+def _affine_flats(X, X_flats, varying, class_index, nr_class, k, q, rng):
+    """(bases (C k q, d), centres (C k, d)): :func:`init_flats` on ``X_flats``
+    (:func:`_flats_input`), put back into X's columns -- directions 0 and the
+    centres' values ``X[0]``'s on the columns that do not vary."""
+    if X_flats is X:
+        return init_flats(X, class_index, nr_class, k, q, rng)
+    W = np.zeros((nr_class * k * q, X.shape[1]))
+    centres = np.empty((nr_class * k, X.shape[1]))
+    centres[:] = X[0]
+    W[:, varying], centres[:, varying] = init_flats(X_flats, class_index, nr_class, k, q, rng)
+    return W, centres
+
+
+# ------------------------------------------------------------------ the screen
+# A screen's flats against the model's (screen_sizes): half the flats a class and a
+# third of the directions, one restart.  usps's winner (-k 20 -Q 12, 5 restarts):
+# 10 flats of 4, 26 000 multiply-adds a row against ~240 000 after the branch and
+# bound; the sizes were set for that ratio (a few per cent of the model), before its
+# margin was chosen on any fold.
+SCREEN_FLATS_DIVISOR = 2
+SCREEN_DIM_DIVISOR = 3
+# A screen is kept only where its folds say it saves at least this fraction of the
+# restarts' work a row (screen_gain): its own work is paid on every row
+SCREEN_MIN_GAIN = 0.1
+
+
+def screen_sizes(k: int, q: int) -> tuple:
+    """(flats a class, directions) of the screen of a model of ``k`` flats of ``q``
+    directions a class."""
+    return max(1, -(-int(k) // SCREEN_FLATS_DIVISOR)), max(1, -(-int(q) // SCREEN_DIM_DIVISOR))
+
+
+def screenable(params: TrainParams, n_classes: int) -> bool:
+    """Whether these options train a model that may take a screen: affine k q-flats
+    (-s 41 -y 1) of two classes or more, without one (-U) yet."""
+    return (int(params.solver_type) == KQ_FLATS and bool(params.kq_affine)
+            and n_classes >= 2 and KQParams.from_train_params(params).screen_margin is None)
+
+
+def restarts_work(params: TrainParams, n_classes: int, dim: int) -> float:
+    """Multiply-adds a row the restarts' branch and bound spends at least
+    (:meth:`KQModel._bound_labels`: every class in one restart, the lead in the
+    others), without the PCA; ``dim`` the preprocessed dimension."""
+    kp = KQParams.from_train_params(params)
+    slices = n_classes + max(1, kp.restarts) - 1
+    return float(slices * kp.clusters_per_class * (kp.q + 1) * (dim + 1))
+
+
+def _screen_flats(X, class_index, nr_class, k, q, seed, seed_path):
+    X_flats, varying = _flats_input(X, q)
+    return _affine_flats(X, X_flats, varying, class_index, nr_class, k, q,
+                         _rng(seed, PURPOSE_KQ_SCREEN, *seed_path))
+
+
+def screen_fold_scores(y_train: np.ndarray, rows_train: Rows, rows_test: Rows,
+                       params: TrainParams, seed_path: tuple = ()):
+    """One cross-validation fold of a screen: (the classes' labels, the screen's
+    class scores of ``rows_test`` (n, C), the screen's work a row, the restarts' --
+    :func:`restarts_work`).  The screen of the model ``params`` trains on the fold's
+    rows -- the same preprocessing, fitted on the same rows -- with the flats of
+    :func:`screen_sizes`, drawn from ``(-S, 42, *seed_path)``."""
+    kp = KQParams.from_train_params(params)
+    labels, class_index = group_classes(y_train)
+    pre = KQPreprocess.fit(rows_train, kp.pca_dim, bool(kp.sphere), kp.offset,
+                           kernel_map_of(params))
+    X = pre.transform(rows_train)
+    ks, qs = screen_sizes(kp.clusters_per_class, kp.q)
+    if qs > X.shape[1]:
+        raise ValueError(f"screen: q = {qs} exceeds the input dimension {X.shape[1]}")
+    bases, centres = _screen_flats(X, class_index, labels.size, ks, qs, params.seed,
+                                   seed_path)
+    Xt = pre.transform(rows_test.truncated(rows_train.n_features))
+    scores = class_scores(Xt, bases, labels.size, ks, qs, centres)
+    screen = labels.size * ks * (qs + 1) * (X.shape[1] + 1)
+    return labels, scores, float(screen), restarts_work(params, labels.size, X.shape[1])
 
 
 # ------------------------------------------------------------------ model selection
@@ -1355,8 +1663,9 @@ def select_kq_params(y: np.ndarray, rows: Rows, params: TrainParams, grid=None,
     km = kernel_map_of(params)
     n_features = rows.n_features if km is None else km.output_features(rows.n_features)
     dim = (params.kq_pca or n_features) + (1 if params.kq_offset else 0)
+    # the flats pass -U (their screen, or its absence) through; the metrics' margins
     mus = ((params.kq_mu1, params.kq_mu2),) if flats else grid.get(
-        "mu", ((params.kq_mu1, params.kq_mu2),))
+        "mu", ((KQParams.from_train_params(params).mu1, params.kq_mu2),))
     affines = grid.get("affine", (params.kq_affine,)) if flats else (0,)
     table = []
     best = None

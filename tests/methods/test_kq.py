@@ -1058,7 +1058,17 @@ def test_csr_times_dense_keeps_scipys_bits(path):
         part = np.empty((7, p))
         _kq.csr_times_dense(indptr, indices, X.data, 3, 10, B, part, path)
         assert np.array_equal(part, reference[3:10])
+        # into the first p columns of wider rows (the PCA's output), the rest untouched
+        wide = np.full((40, p + 3), 7.0)
+        _kq.csr_times_dense(indptr, indices, X.data, 0, 40, B, wide[:, :p], path)
+        assert np.array_equal(wide[:, :p], reference) and np.all(wide[:, p:] == 7.0)
+        one = np.full((1, p + 1), 7.0)
+        _kq.csr_times_dense(indptr, indices, X.data, 4, 5, B, one[:, :p], path)
+        assert np.array_equal(one[0, :p], reference[4]) and one[0, p] == 7.0
     assert not got[5].any()
+    with pytest.raises(ValueError, match="contiguous"):
+        _kq.csr_times_dense(indptr, indices, X.data, 0, 40, B,
+                            np.empty((40, 2 * B.shape[1]))[:, ::2])
     with pytest.raises(ValueError, match="out has shape"):
         _kq.csr_times_dense(indptr, indices, X.data, 0, 40, B, np.empty((39, B.shape[1])))
     with pytest.raises(ValueError, match="outside"):
@@ -1514,3 +1524,197 @@ def test_flats_on_rows_whose_squares_overflow_name_the_remedy():
     X, y = rng.normal(size=(300, 6)) * 1e160, rng.integers(0, 3, 300)
     with pytest.raises(ValueError, match="scatter of the rows is not finite.*scale the features"):
         KQMetricsClassifier(solver="flats", pca_components=None, random_state=0).fit(X, y)
+
+
+# ---------------------------------------------------------------------- the screen
+def _screen_reference_scores(screen, Z):
+    """minus the squared distance to each class's nearest screen flat, in NumPy."""
+    C, k, q = screen.nr_class, screen.k, screen.q
+    out = np.empty((Z.shape[0], C))
+    for c in range(C):
+        best = np.full(Z.shape[0], -np.inf)
+        for j in range(k):
+            m = c * k + j
+            F = screen.bases[m * q:(m + 1) * q]
+            D = Z - screen.centres[m]
+            best = np.maximum(best, (D @ F.T) ** 2 @ np.ones(q) - (D * D).sum(axis=1))
+        out[:, c] = best
+    return out
+
+
+def _screened_flats(seed=3, margin_quantile=0.5, W=3):
+    """Affine flats of 4 noisy classes, W restarts, their labels without a screen,
+    then the same model with a screen (-U) whose margin screens about half of the
+    rows: the same restarts (the screen draws from its own stream)."""
+    X, model, rows, full = _noisy_flats(seed, 4, 60, 0.15, W, 1)
+    y = np.repeat(np.arange(4) + 1, 2 * 60).astype(float)
+    Z = model.preprocess.transform(rows)
+    probe = train(y, X, f"-s 41 -k 3 -Q 2 -y 1 -W {W} -S 1 -U 1")
+    S = _screen_reference_scores(probe.screen, Z)
+    top = np.sort(S, axis=1)
+    margins = top[:, -1] - top[:, -2]
+    margin = float(np.quantile(margins, margin_quantile))
+    screened = train(y, X, f"-s 41 -k 3 -Q 2 -y 1 -W {W} -S 1 -U {margin!r}")
+    assert screened.screen.margin == margin
+    np.testing.assert_array_equal(screened.metrics, model.metrics)
+    np.testing.assert_array_equal(screened.screen.bases, probe.screen.bases)
+    return screened, rows, Z, full, S, margins, y
+
+
+def test_screen_labels_and_values_match_a_numpy_reference():
+    """A screened model: the rows whose screen class leads by the margin take the
+    screen's class and its scores as decision values, the others the restarts' --
+    and the labels are the values' argmax on every path."""
+    model, rows, Z, full, S, margins, _ = _screened_flats()
+    assert (model.screen.k, model.screen.q) == kq_module.screen_sizes(model.k, model.q)
+    np.testing.assert_allclose(model.screen.scores(Z), S, rtol=1e-10, atol=1e-10)
+    screened = margins >= model.screen.margin
+    assert 0.3 < screened.mean() < 0.7
+    label = np.asarray(model.label, dtype=float)
+    expected = np.where(screened, label[np.argmax(S, axis=1)], full)
+    assert np.array_equal(model.predict_labels(rows), expected)
+    values = model.decision_values(rows)
+    np.testing.assert_allclose(values[screened], S[screened], rtol=1e-10, atol=1e-10)
+    plain = KQModel(model.solver_type, model.nr_class, model.label, model.nr_feature,
+                    model.preprocess, model.k, model.q, model.metrics, centres=model.centres,
+                    restart_rule=model.restart_rule)
+    np.testing.assert_array_equal(values[~screened], plain.decision_values(rows)[~screened])
+    assert np.array_equal(model.labels_from_values(values), expected)
+
+
+def test_screen_in_single_precision_decides_as_the_double_path(monkeypatch):
+    """KQScreen.decide (float scores and their bound, the rows near the margin in
+    double) screens exactly the rows the double scores screen -- also with the
+    margin a hair (1e-11, far inside float's bound, far outside double's rounding)
+    above or below a row's own margin, where only the double path can tell."""
+    model, rows, Z, full, S, margins, _ = _screened_flats(seed=4, W=2)
+    exact = model.screen.scores(Z)
+    top = np.sort(exact, axis=1)
+    exact_margins = top[:, -1] - top[:, -2]
+    ranked = np.sort(exact_margins)
+    doubles = []
+    real = kq_module.KQScreen.scores
+    monkeypatch.setattr(kq_module.KQScreen, "scores",
+                        lambda self, X: doubles.append(X.shape[0]) or real(self, X))
+    for margin in (model.screen.margin, ranked[40] * (1 + 1e-11), ranked[40] * (1 - 1e-11),
+                   ranked[-3] * (1 - 1e-11)):
+        model.screen.margin = float(margin)
+        doubles.clear()
+        mask, winners = model.screen.decide(Z)
+        assert np.array_equal(mask, exact_margins >= margin)
+        assert np.array_equal(winners[mask], np.argmax(exact, axis=1)[mask])
+    # the rows a hair from the margin went to the double path, and only a few
+    model.screen.margin = float(ranked[40] * (1 + 1e-11))
+    doubles.clear()
+    model.screen.decide(Z)
+    assert len(doubles) == 1 and 1 <= doubles[0] <= 5
+
+
+def test_screen_round_trips_through_model_files_and_pickles(tmp_path):
+    model, rows, Z, full, S, margins, _ = _screened_flats()
+    text = model_to_text(model)
+    assert f"\nscreen_margin {'%.17g' % model.screen.margin}\n" in text
+    loaded = model_from_text(text)
+    assert model_to_text(loaded) == text
+    assert np.array_equal(loaded.predict_labels(rows), model.predict_labels(rows))
+    again = pickle.loads(pickle.dumps(model))
+    assert again.screen._packed is None
+    assert np.array_equal(again.predict_labels(rows), model.predict_labels(rows))
+    assert "screen=(k=" in repr(loaded)
+
+
+def test_screen_model_file_errors():
+    model, *_ = _screened_flats()
+    text = model_to_text(model)
+    margin_line = f"screen_margin {'%.17g' % model.screen.margin}"
+    for bad in ("0", "-1", "nan", "inf"):
+        with pytest.raises(ValueError, match="screen_margin"):
+            model_from_text(text.replace(margin_line, f"screen_margin {bad}"))
+    with pytest.raises(ValueError, match="screen_margin"):
+        model_from_text(text.replace(margin_line + "\n", ""))
+    with pytest.raises(ValueError, match="screen_cluster"):
+        model_from_text(text.replace("screen_cluster 2", "screen_cluster 0"))
+    with pytest.raises(ValueError, match="screen"):
+        model_from_text(text.split("\nscreen_centres\n")[0] + "\n")
+    with pytest.raises(ValueError, match="affine"):
+        model_from_text(text.replace("affine 1\n", ""))
+    assert "nr_class 4\nlabel 1 2 3 4\n" in text
+    with pytest.raises(ValueError, match="two classes"):
+        model_from_text(text.replace("nr_class 4\nlabel 1 2 3 4\n", "nr_class 1\nlabel 1\n"))
+
+
+def test_the_folds_screen_equals_the_trained_screen_on_the_same_rows():
+    """screen_fold_scores (the selector's folds) fits the screen training with -U fits
+    on the same rows and seed path: the same scores."""
+    rng = np.random.default_rng(8)
+    X, y, _ = subspace_data(rng, 3, 2, 2, 8, 40)
+    X = X + 0.1 * rng.standard_normal(X.shape)
+    rows = as_rows(X)
+    opts = "-s 41 -k 4 -Q 3 -l 6 -Z 0 -z 0.5 -y 1 -W 2 -S 3 -q"
+    test = as_rows(X[::7] + 0.01)
+    classes, scores, work_s, work_f = kq_module.screen_fold_scores(
+        y, rows, test, parse_train_options(opts), (2,))
+    model = train_model(y, rows, parse_train_options(opts + " -U 1"), seed_path=(2,))
+    assert (model.screen.k, model.screen.q) == kq_module.screen_sizes(4, 3) == (2, 1)
+    np.testing.assert_array_equal(classes, model.label)
+    np.testing.assert_array_equal(scores, model.screen.scores(model.preprocess.transform(test)))
+    # 3 classes x 2 flats x (1 + 1) x 8 dims; the restarts: (3 + 2 - 1) x 4 x (3 + 1) x 8
+    assert work_s == 3 * 2 * 2 * 8 and work_f == 4 * 4 * 4 * 8
+    assert kq_module.screenable(parse_train_options(opts), 3)
+    assert not kq_module.screenable(parse_train_options(opts + " -U 1"), 3)
+    assert not kq_module.screenable(parse_train_options(opts), 1)
+    assert not kq_module.screenable(parse_train_options("-s 41 -k 2 -Q 2"), 3)
+
+
+def test_screen_option_errors():
+    """-U with -s 41 is the screen's margin: > 0, affine flats, two classes; -s 40
+    keeps it as mu1 (default 1.05 when not given)."""
+    rng = np.random.default_rng(9)
+    X, y, _ = subspace_data(rng, 2, 1, 2, 5, 10)
+    with pytest.raises(ValueError, match="-U 1: with -s 41 the screen's margin"):
+        train(y, X, "-s 41 -k 1 -Q 2 -U 1")
+    with pytest.raises(ValueError, match="must be > 0"):
+        train(y, X, "-s 41 -k 1 -Q 2 -y 1 -U 0")
+    with pytest.raises(ValueError, match="two classes"):
+        train(np.ones_like(y), X, "-s 41 -k 1 -Q 2 -y 1 -U 1")
+    assert train(y, X, "-s 41 -k 1 -Q 2 -y 1").screen is None
+    from lcoding.core.params import KQ_MU1, KQParams
+    assert KQParams.from_train_params(parse_train_options("-s 40")).mu1 == KQ_MU1 == 1.05
+    assert KQParams.from_train_params(parse_train_options("-s 40")).screen_margin is None
+    assert KQParams.from_train_params(parse_train_options("-s 40 -U 2")).mu1 == 2.0
+    assert KQParams.from_train_params(parse_train_options("-s 41 -U 2")).screen_margin == 2.0
+
+
+
+def test_filled_flats_score_as_the_one_call_kernel():
+    """_kq.fill_flats_f64 once, then _kq.flat_class_scores_filled on several row sets
+    (one row, a few, more than a block): the same numbers as flat_class_scores, which
+    fills them every call; the model keeps them (not in a pickle)."""
+    rng = np.random.default_rng(31)
+    C, k, q, d = 3, 4, 3, 9
+    W = np.ascontiguousarray(np.vstack([np.linalg.qr(rng.standard_normal((d, q)))[0].T
+                                        for _ in range(C * k)]))
+    centres = rng.standard_normal((C * k, d))
+    A = np.empty(C * k * (q + 1) * (d + 1))
+    _kq.fill_flats_f64(W, centres, q, A)
+    for n in (1, 3, 300):
+        X = rng.standard_normal((n, d))
+        want, got = np.empty((n, C)), np.empty((n, C))
+        _kq.flat_class_scores(X, W, centres, q, k, want)
+        _kq.flat_class_scores_filled(X, A, C * k, q, k, got)
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="A has"):
+        _kq.flat_class_scores_filled(X, A[:-1], C * k, q, k, got)
+    with pytest.raises(ValueError, match="A has"):
+        _kq.fill_flats_f64(W, centres, q, A[:-1])
+    with pytest.raises(ValueError, match="classes of k"):
+        _kq.flat_class_scores_filled(X, A, C * k, q, 5, got)
+    model = train(np.repeat([1.0, 2.0, 3.0], 30), rng.standard_normal((90, 6)),
+                  "-s 41 -k 2 -Q 2 -y 1 -W 2")
+    rows = as_rows(rng.standard_normal((20, 6)))
+    Z = model.preprocess.transform(rows)
+    first = model.class_scores(Z, 1)
+    assert model._filled[1] is not None and model._filled[0] is None
+    np.testing.assert_array_equal(first, class_scores(Z, model.metrics[1], 3, 2, 2,
+                                                      model.centres[1]))
+    assert pickle.loads(pickle.dumps(model))._filled is None
