@@ -1690,7 +1690,8 @@ class AutoLocalClassifier(_LcodingClassifier):
     non-negative data, anchor planes, k q-metrics and k q-flats, and the RBF kernel
     PCA map, on ``cv``-fold cross-validation of growing seeded subsets of the rows;
     a k q model cheaper to predict that the folds cannot tell from the winner takes
-    its place), then the winner refitted on all training rows.
+    its place, and affine k q-flats get the screen their folds allow, ``-U``), then
+    the winner refitted on all training rows.
 
     Parameters (option letter)
     --------------------------

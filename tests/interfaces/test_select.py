@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from lcoding import select as sel
-from lcoding.core.options import parse_train_options
-from lcoding.training import cross_validation
+from lcoding.core.options import float_text, parse_train_options
+from lcoding.io.model_files import model_to_text
+from lcoding.training import cross_validation, train_model
 
 
 @pytest.fixture(scope="module")
@@ -937,11 +938,81 @@ def test_select_prefers_a_cheaper_k_q_model_its_folds_cannot_tell_apart():
     cands = [f"-s 41 -k 4 -Q 3 -l 8 {flats}", f"-s 41 -k 2 -Q 2 -l 8 {flats}",
              f"-s 41 -k 1 -Q 1 -l 4 {flats}"]
     result = sel.select(y, X, budget_s=120, seed=2, candidates=cands, refit=False,
-                        refine_C=False)
+                        refine_C=False, screen=False)
     last = [t for t in result.trials if t.rung == max(t.rung for t in result.trials)]
     assert all(t.cv_error == 0.0 for t in last)
     assert result.best_options == cands[2]
     assert f"parsimony: {cands[2]} (0.00 % CV error" in result.note
     plain = sel.select(y, X, budget_s=120, seed=2, candidates=cands, refit=False,
-                       refine_C=False, parsimony=False)
+                       refine_C=False, parsimony=False, screen=False)
     assert plain.best_options == cands[0] and "parsimony" not in plain.note
+
+
+# ------------------------------------------------------------------------ the screen
+def test_screen_margin_screens_the_most_rows_within_one_paired_standard_error():
+    """_screen_margin: screening the rows of largest margin first, the most rows whose
+    screened CV labels stay within one paired standard error of the model's; the
+    margin is the last screened row's, and a tie at the cut is left out."""
+    n = 1000
+    y = np.zeros(n)
+    full = np.zeros(n)
+    screen = np.zeros(n)
+    margins = np.linspace(10.0, 0.01, n)        # row i: the i-th largest margin
+    full[:10] = 1                               # the model gets rows 0-9 wrong
+    screen[[700, 720, 740, 760, 780, 800, 820, 840, 860, 880, 900]] = 1
+    # rows 0-699: b = 10 (the screen is right where the model is wrong), c = 0
+    # row 700 on: one more wrong row every 20; c - b <= sqrt(b + c - (b - c)^2 / n)
+    # holds up to c = 14 and beyond: every row, with 11 wrong rows -- so the cheapest:
+    margin, m, extra = sel._screen_margin(y, full, screen, margins, 1.0, 10.0)
+    assert m == n and margin == margins[-1] and extra == 11 - 10
+    # twenty more wrong rows near the end: the last row where the sum still holds
+    screen[950:970] = 1
+    margin, m, extra = sel._screen_margin(y, full, screen, margins, 1.0, 10.0)
+    b, c = 10, np.cumsum(screen[:n] == 1)
+    within = np.flatnonzero((c - b) <= np.sqrt(np.maximum(b + c - (b - c) ** 2 / n, 0.0)))
+    assert m == within[-1] + 1 and margin == margins[m - 1] and extra == c[m - 1] - b
+    # a tie at the cut: the rows of that margin stay unscreened together
+    tied = margins.copy()
+    tied[m - 1:m + 1] = margins[m - 1]
+    margin_t, m_t, _ = sel._screen_margin(y, full, screen, tied, 1.0, 10.0)
+    assert m_t == m - 1 and margin_t == tied[m - 2]
+    # too little saved: the screen's own work is paid on every row
+    assert sel._screen_margin(y, full, screen, margins, 9.5, 10.0)[0] is None
+    # non-positive margins are never screened (a tie between two classes)
+    assert sel._screen_margin(y, full, full, np.zeros(n), 1.0, 10.0)[:2] == (None, 0)
+
+
+@pytest.mark.slow
+def test_select_gives_an_affine_flats_winner_the_screen_its_folds_choose():
+    """Three separated classes, flats with two restarts: the screen agrees with the
+    model on every fold row, so it screens them all; the refit carries the margin,
+    and its labels are the argmax of its decision values.  screen=False: none."""
+    import scipy.sparse as sp
+    from lcoding.core.rows import as_rows
+    rng = np.random.default_rng(7)
+    centres = rng.normal(scale=20.0, size=(3, 8))
+    y = (np.arange(900) % 3).astype(float)
+    X = sp.csr_matrix(centres[y.astype(int)] + rng.normal(size=(900, 8)))
+    cands = ["-s 41 -k 4 -Q 3 -l 8 -Z 0 -z 0.5 -y 1 -W 2"]
+    result = sel.select(y, X, budget_s=120, seed=2, candidates=cands, refine_C=False)
+    assert result.screen_margin is not None and result.screen_margin > 0
+    # the screen is an option of the winner: -U with -s 41
+    assert result.best_options == f"{cands[0]} -U {float_text(result.screen_margin)}"
+    assert f"screen -U {float_text(result.screen_margin)}: " in result.note
+    assert "on its folds 900 of the rung's 900 rows (100.0 %)" in result.note
+    model = result.model
+    assert model.screen is not None and model.screen.margin == result.screen_margin
+    assert model_to_text(model) == model_to_text(
+        train_model(y, _rows(X), parse_train_options(result.best_options + " -S 2 -q")))
+    rows = as_rows(X)
+    assert np.array_equal(model.predict_labels(rows),
+                          model.labels_from_values(model.decision_values(rows)))
+    assert np.mean(model.predict_labels(rows) != y) < 0.01
+    plain = sel.select(y, X, budget_s=120, seed=2, candidates=cands, refine_C=False,
+                       screen=False)
+    assert plain.screen_margin is None and plain.model.screen is None
+    assert "screen" not in plain.note
+    # another method's winner has none
+    linear = sel.select(y, X, budget_s=120, seed=2, candidates=["-s 2 -c 1"],
+                        refine_C=False)
+    assert linear.screen_margin is None and "screen" not in linear.note
