@@ -549,8 +549,8 @@ class KQScreen:
 
     Why: usps's restarts cost ~240 000 multiply-adds a row after the branch and
     bound (five restarts of 20 flats of 13 products in 51 dimensions); the screen
-    (10 flats of 5) costs 26 000 and, with the margin its folds chose, labels seven
-    rows in eight.  Training ``-s 41 -y 1 -U margin`` fits it (:func:`screen_sizes`,
+    (10 flats of 4 directions, 5 products) costs 26 000 and, with the margin its
+    folds chose, labels seven rows in eight.  Training ``-s 41 -y 1 -U margin`` fits it (:func:`screen_sizes`,
     after the restarts); the selector chooses the margin on its folds
     (``lcoding.select._screen_margin``: one paired standard error, as its
     parsimony)."""
