@@ -107,8 +107,8 @@ from lcoding.core.threads import DeadlinePassed, blas_for_training, deadline, ma
 from lcoding.local.anchors import dense_rows
 from lcoding.methods.defaults import (KMEANS_ITER, flats_dimension, flats_ladder,
                                       flats_suit, spanned_dimension, llsvm_default_options)
-from lcoding.methods.kq import (SCREEN_MIN_GAIN, prediction_work, screen_fold_scores,
-                                screenable)
+from lcoding.methods.kq import (SCREEN_MIN_GAIN, class_lead, prediction_work,
+                                screen_fold_scores, screenable)
 from lcoding.methods.local_search import (coding_scale, cross_validation_at_Cs,
                                           find_kernel_map_parameters, find_local_parameters,
                                           shares_fold_work)
@@ -515,8 +515,7 @@ def _fold_screen(y, rows: Rows, ids, trial: tuple, extra: str, nr_fold: int, not
                                                        min(nr_fold, n_r))):
                 classes, scores, work_s, work_f = screen_fold_scores(
                     sub_y[train], sub_rows.take(train), sub_rows.take(test), params, (f + 1,))
-                top2 = np.partition(scores, scores.shape[1] - 2, axis=1)[:, -2:]
-                margins[test] = top2[:, 1] - top2[:, 0]
+                margins[test] = class_lead(scores)
                 labels[test] = np.asarray(classes, dtype=np.float64)[np.argmax(scores, axis=1)]
     except (DeadlinePassed, ValueError, ArithmeticError, MemoryError) as e:
         notes.append("no screen: " + ("the budget left no room for its folds"

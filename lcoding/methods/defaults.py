@@ -202,11 +202,6 @@ def flats_ladder(rows: Rows, n_classes: int, span: int | None = None) -> list:
     return out
 
 
-def flats_ladder_options(rows: Rows, n_classes: int, step: int) -> str:
-    """Step ``step`` of :func:`flats_ladder`."""
-    return flats_ladder(rows, n_classes)[step]
-
-
 def kmeans_schedule(n: int) -> tuple[int, int]:
     """``(kmeans_batch, kmeans_iter)`` of ``LocallyLinearSVC()`` on ``n`` rows:
     ``(0, KMEANS_ITER)`` Lloyd steps, or mini-batch steps from

@@ -537,6 +537,23 @@ def k_flats(X: np.ndarray, k: int, q: int, rng: np.random.Generator,
 
 
 # ------------------------------------------------------------------ the model
+def class_lead(S: np.ndarray) -> np.ndarray:
+    """(n,) each row's best class score less its second best (two classes or more;
+    NaN where a score is)."""
+    top2 = np.partition(S, S.shape[1] - 2, axis=1)[:, -2:]
+    return top2[:, 1] - top2[:, 0]
+
+
+def contractive(bases: np.ndarray, q: int) -> bool:
+    """Whether every flat's ``q`` direction rows (``bases`` (M q, d)) shrink:
+    ``||F_m v|| <= ||v||``, largest singular value at most 1 (as for the orthonormal
+    rows training fits; a model file may hold anything) -- what the single-precision
+    bound needs."""
+    F = bases.reshape(-1, q, bases.shape[-1])
+    top = np.linalg.svd(F, compute_uv=False)[:, 0] if F.size else np.zeros(0)
+    return bool(np.all(top <= 1.0 + 1e-12))
+
+
 class KQScreen:
     """The screen of an affine k q-flats model (-s 41 -y 1): one restart of ``k``
     smaller flats a class (``q`` directions), in the model's own preprocessed
@@ -593,14 +610,8 @@ class KQScreen:
     def screened(self, S: np.ndarray) -> np.ndarray:
         """Rows whose best class score leads the second by at least ``margin``
         (a NaN score: not screened)."""
-        top2 = np.partition(S, self.nr_class - 2, axis=1)[:, self.nr_class - 2:]
         with np.errstate(invalid="ignore"):
-            return (top2[:, 1] - top2[:, 0]) >= self.margin
-
-    def _contractive(self) -> bool:
-        F = self.bases.reshape(-1, self.q, self.bases.shape[1])
-        return bool(F.size == 0 or np.all(np.linalg.svd(F, compute_uv=False)[:, 0]
-                                          <= 1.0 + 1e-12))
+            return class_lead(S) >= self.margin
 
     def decide(self, X: np.ndarray):
         """(screened rows, their class indices) -- :meth:`screened` of the double
@@ -611,7 +622,7 @@ class KQScreen:
         out of float's range, NaN) in double."""
         n = X.shape[0]
         if self._packed is None:
-            if self._contractive():
+            if contractive(self.bases, self.q):
                 avx2 = _kq.flats32_avx2()
                 M, d = self.centres.shape
                 packed = np.empty(_kq.packed_flats_size(M, self.q, d, avx2), dtype=np.float32)
@@ -628,9 +639,8 @@ class KQScreen:
         bound = np.empty(n)
         _kq.flat_class_scores_packed(X, packed, self.centres.shape[0], self.q, self.k,
                                      cmax, avx2, S, bound)
-        top2 = np.partition(S, self.nr_class - 2, axis=1)[:, self.nr_class - 2:]
+        lead = class_lead(S)
         with np.errstate(invalid="ignore"):
-            lead = top2[:, 1] - top2[:, 0]
             mask = lead - 2.0 * bound >= self.margin
             unsure = ~(mask | (lead + 2.0 * bound < self.margin))
         winners = np.argmax(S, axis=1)
@@ -838,9 +848,7 @@ class KQModel(Model):
         ||x - c_m||^2`` lies in ``[-||x - c_m||^2, 0]``, which :meth:`_bound_labels`
         needs."""
         if self._contractive_flats is None:
-            F = self.metrics.reshape(-1, self.q, self.dim)
-            top = np.linalg.svd(F, compute_uv=False)[:, 0] if F.size else np.zeros(0)
-            self._contractive_flats = bool(np.all(top <= 1.0 + 1e-12))
+            self._contractive_flats = contractive(self.metrics, self.q)
         return self._contractive_flats
 
     def _single_precision_ok(self) -> bool:
@@ -1525,9 +1533,8 @@ def _train_kq(y, rows, params, info, seed_path, on_pass) -> KQModel:
             raise ValueError(f"-U {kp.screen_margin:g}: the screen needs two classes or "
                              f"more; the training rows have {nr_class}")
         t = time.perf_counter()
-        ks, qs = screen_sizes(k, q)
-        bases, screen_centres = _screen_flats(X, class_index, nr_class, ks, qs, params.seed,
-                                              seed_path)
+        ks, qs, bases, screen_centres = _screen_flats(X, class_index, nr_class, k, q,
+                                                      params.seed, seed_path)
         screen = KQScreen(ks, qs, bases, screen_centres, kp.screen_margin, nr_class,
                           X.shape[1])
         info(f"screen: {ks} flats of {qs} a class, margin {kp.screen_margin:g} "
@@ -1595,9 +1602,16 @@ def restarts_work(params: TrainParams, n_classes: int, dim: int) -> float:
 
 
 def _screen_flats(X, class_index, nr_class, k, q, seed, seed_path):
-    X_flats, varying = _flats_input(X, q)
-    return _affine_flats(X, X_flats, varying, class_index, nr_class, k, q,
-                         _rng(seed, PURPOSE_KQ_SCREEN, *seed_path))
+    """(k', q', bases, centres): the screen of a model of ``k`` flats of ``q``
+    directions a class (:func:`screen_sizes`) fitted on its preprocessed rows X, from
+    the stream ``(seed, 42, *seed_path)`` -- training's and the selector's folds'."""
+    ks, qs = screen_sizes(k, q)
+    if qs > X.shape[1]:
+        raise ValueError(f"screen: q = {qs} exceeds the input dimension {X.shape[1]}")
+    X_flats, varying = _flats_input(X, qs)
+    bases, centres = _affine_flats(X, X_flats, varying, class_index, nr_class, ks, qs,
+                                   _rng(seed, PURPOSE_KQ_SCREEN, *seed_path))
+    return ks, qs, bases, centres
 
 
 def screen_fold_scores(y_train: np.ndarray, rows_train: Rows, rows_test: Rows,
@@ -1612,11 +1626,8 @@ def screen_fold_scores(y_train: np.ndarray, rows_train: Rows, rows_test: Rows,
     pre = KQPreprocess.fit(rows_train, kp.pca_dim, bool(kp.sphere), kp.offset,
                            kernel_map_of(params))
     X = pre.transform(rows_train)
-    ks, qs = screen_sizes(kp.clusters_per_class, kp.q)
-    if qs > X.shape[1]:
-        raise ValueError(f"screen: q = {qs} exceeds the input dimension {X.shape[1]}")
-    bases, centres = _screen_flats(X, class_index, labels.size, ks, qs, params.seed,
-                                   seed_path)
+    ks, qs, bases, centres = _screen_flats(X, class_index, labels.size, kp.clusters_per_class,
+                                           kp.q, params.seed, seed_path)
     Xt = pre.transform(rows_test.truncated(rows_train.n_features))
     scores = class_scores(Xt, bases, labels.size, ks, qs, centres)
     screen = labels.size * ks * (qs + 1) * (X.shape[1] + 1)

@@ -641,7 +641,7 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
     fewer rows its flats per class follow that rung's rows; two classes: no flats."""
     import scipy.sparse as sp
     from lcoding.core import seeds
-    from lcoding.methods.defaults import FLATS_LADDER, flats_clusters, flats_ladder_options
+    from lcoding.methods.defaults import FLATS_LADDER, flats_clusters, flats_ladder
     from lcoding.sklearn import KQMetricsClassifier
     rng = np.random.default_rng(4)
     centres = rng.normal(scale=4.0, size=(4, 6))
@@ -653,7 +653,7 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
     # the estimator's options first, then the smaller sizes of the ladder (the PCA of
     # six features is no smaller: half and a quarter of the flats)
     assert flats[0] == est.to_options().replace(" -S 1 -q", "")
-    assert flats == [flats_ladder_options(_rows(X), 4, step) for step in range(FLATS_LADDER)]
+    assert flats == flats_ladder(_rows(X), 4) and len(flats) == FLATS_LADDER
     assert [f.split()[3] for f in flats] == ["32", "16", "8"]
     assert est.n_clusters_ == flats_clusters(2400, 4, 1) == 32 and est.q_ == 1
     assert not [o for o in sel.candidate_options(np.where(y > 1, 1.0, -1.0), _rows(X), seed=1)
@@ -670,12 +670,10 @@ def test_k_q_flats_are_a_recipe_candidate_for_three_classes_or_more():
         seeds.rng_state(3, seeds.PURPOSE_SELECT, sel.ORDER_STREAM)[0])).permutation(len(y))
     for t in tried:
         ids = np.sort(order[:t.n_rows])
-        expected = [flats_ladder_options(_rows(X).take(ids), 4, step)
-                    for step in range(FLATS_LADDER)] if t.n_rows < len(y) else flats
+        expected = flats_ladder(_rows(X).take(ids), 4) if t.n_rows < len(y) else flats
         assert t.options in expected, (t.n_rows, t.options)
     assert [t.options for t in tried if t.rung == 0] == \
-        [flats_ladder_options(_rows(X).take(np.sort(order[:tried[0].n_rows])), 4, step)
-         for step in range(FLATS_LADDER)]
+        flats_ladder(_rows(X).take(np.sort(order[:tried[0].n_rows])), 4)
     assert f"-k {flats_clusters(tried[0].n_rows, 4, 1)} " in tried[0].options
 
 
